@@ -1,0 +1,1 @@
+"""Lowest layer: dtypes, devices, errors, process configuration. Imports nothing else of lazyflow."""

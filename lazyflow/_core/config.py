@@ -1,0 +1,29 @@
+"""Process-wide JAX configuration lazyflow applies once, at import (documented in the README).
+
+* ``jax_enable_x64`` is switched on so that torch's int64/float64 exist (torch's default integer dtype is
+  int64). lazyflow always passes explicit dtypes, so float32 stays the default float. Set the environment
+  variable ``LAZYFLOW_X64=0`` to leave x64 off: then every explicit request for a 64-bit dtype raises
+  :class:`DTypeError` and integer defaults become int32 -- never a silent downgrade.
+* ``jax_cpu_enable_async_dispatch`` is switched off (``LAZYFLOW_CPU_ASYNC=1`` keeps it on): tiny eager
+  kernels dispatch about 40% faster synchronously on CPU.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+
+X64 = os.environ.get("LAZYFLOW_X64", "1") != "0"
+if X64:
+    jax.config.update("jax_enable_x64", True)
+if os.environ.get("LAZYFLOW_CPU_ASYNC", "0") != "1":
+    try:
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
+    except Exception:  # option absent in this jax version
+        pass
+
+
+def x64_enabled() -> bool:
+    """Whether 64-bit dtypes are available (JAX's ``jax_enable_x64``)."""
+    return bool(jax.config.jax_enable_x64)

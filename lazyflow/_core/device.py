@@ -1,0 +1,83 @@
+"""Devices with torch's names over JAX devices: ``cpu``, ``cuda``/``cuda:N`` (JAX GPU devices)."""
+
+from __future__ import annotations
+
+import jax
+
+from .errors import DeviceError
+
+__all__ = ["Device", "device", "to_jax_device", "from_jax_device", "default_device"]
+
+_PLATFORM = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "tpu": "tpu"}
+_TYPE_OF_PLATFORM = {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda", "rocm": "cuda", "tpu": "tpu"}
+
+
+class Device:
+    """A device, as in ``torch.device``: ``Device("cpu")``, ``Device("cuda:0")``, ``Device("cuda", 1)``."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type: str | Device, index: int | None = None):  # noqa: A002
+        if isinstance(type, Device):
+            type, index = type.type, type.index if index is None else index
+        if not isinstance(type, str):
+            raise DeviceError(f"device expects a string like 'cpu' or 'cuda:0', got {type!r}")
+        if ":" in type:
+            type, _, idx = type.partition(":")
+            if not idx.isdigit():
+                raise DeviceError(f"bad device index in {type}:{idx!r}; expected e.g. 'cuda:0'")
+            index = int(idx)
+        if type not in _PLATFORM:
+            raise DeviceError(f"unknown device type {type!r}; expected 'cpu', 'cuda' or 'tpu'")
+        self.type = "cuda" if type == "gpu" else type
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None else ")")
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            other = Device(other)
+        return isinstance(other, Device) and (self.type, self.index or 0) == (other.type, other.index or 0)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index or 0))
+
+    def __reduce__(self):
+        return (Device, (self.type, self.index))
+
+
+device = Device
+
+
+def to_jax_device(d) -> jax.Device:
+    """The JAX device for a lazyflow device, device string or JAX device."""
+    if isinstance(d, jax.Device):
+        return d
+    d = Device(d) if not isinstance(d, Device) else d
+    platform = _PLATFORM[d.type]
+    try:
+        devs = jax.devices(platform)
+    except RuntimeError:
+        devs = []
+    if not devs:
+        raise DeviceError(
+            f"device {d} requested but JAX has no {platform} devices here (available: "
+            f"{sorted({x.platform for x in jax.devices()})}); install a jax build for that platform"
+        )
+    idx = d.index or 0
+    if idx >= len(devs):
+        raise DeviceError(f"device {d} requested but only {len(devs)} {d.type} device(s) exist")
+    return devs[idx]
+
+
+def from_jax_device(jd) -> Device:
+    return Device(_TYPE_OF_PLATFORM.get(jd.platform, jd.platform), jd.id if jd.platform != "cpu" else None) \
+        if jd.platform != "cpu" else Device("cpu")
+
+
+def default_device() -> Device:
+    return from_jax_device(jax.devices()[0])

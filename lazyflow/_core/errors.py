@@ -1,0 +1,68 @@
+"""lazyflow's error classes: each subclasses the matching built-in exception."""
+
+from __future__ import annotations
+
+__all__ = [
+    "LazyflowError",
+    "ShapeError",
+    "DTypeError",
+    "DeviceError",
+    "IndexOutOfRangeError",
+    "AutogradError",
+    "OpError",
+    "CheckpointError",
+    "GraphError",
+    "user_frame",
+]
+
+
+class LazyflowError(Exception):
+    """Base class of every error lazyflow raises on purpose."""
+
+
+class ShapeError(LazyflowError, ValueError):
+    """Shapes that do not fit the operation (broadcasting, matmul, reshape...)."""
+
+
+class DTypeError(LazyflowError, TypeError):
+    """A dtype the operation does not accept, or one this configuration cannot represent."""
+
+
+class DeviceError(LazyflowError, RuntimeError):
+    """A device that does not exist here, or tensors on different devices."""
+
+
+class IndexOutOfRangeError(LazyflowError, IndexError):
+    """An index or dimension outside the tensor's range."""
+
+
+class AutogradError(LazyflowError, RuntimeError):
+    """Misuse of autograd: backward through a freed graph, in-place on a leaf, non-scalar backward..."""
+
+
+class OpError(LazyflowError, RuntimeError):
+    """An operation failed for a reason not covered by a more specific class."""
+
+
+class CheckpointError(LazyflowError, RuntimeError):
+    """A checkpoint that is missing, partial, corrupted, foreign or unsafe to load."""
+
+
+class GraphError(LazyflowError, RuntimeError):
+    """An operation that graph mode cannot trace (data-dependent Python control flow, ``.item()`` on a
+    traced tensor, a non-tensor result...). The message names the operation and the user's file:line."""
+
+
+def user_frame() -> str:
+    """``file:line`` of the innermost stack frame outside lazyflow (where the user's code is)."""
+    import os
+    import sys
+
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(pkg + os.sep) and "/jax/" not in fn and "/jax/_src/" not in fn:
+            return f"{f.f_code.co_filename}:{f.f_lineno}"
+        f = f.f_back
+    return "<unknown>"

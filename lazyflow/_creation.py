@@ -1,0 +1,419 @@
+"""Tensor creation with torch's signatures, and the random-number generator."""
+
+from __future__ import annotations
+
+import builtins
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._core import dtypes as D
+from ._core.context import state
+from ._core.device import to_jax_device
+from ._core.errors import DTypeError, ShapeError
+from ._tensor import Tensor, _make, _to_device
+from .ops.table import REGISTRY as R
+
+__all__ = [
+    "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty", "arange", "linspace", "eye",
+    "zeros_like", "ones_like", "full_like", "empty_like", "rand", "randn", "randint", "randperm",
+    "rand_like", "randn_like", "randint_like", "normal", "bernoulli", "multinomial", "Generator",
+    "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state",
+]
+
+_apply = lambda op, args, statics=(): state.interp.apply(op, args, statics)  # noqa: E731
+
+
+def _shape(size) -> tuple:
+    if len(size) == 1 and isinstance(size[0], (tuple, list, jax.ShapeDtypeStruct)):
+        size = tuple(size[0])
+    if len(size) == 1 and isinstance(size[0], Tensor):
+        size = tuple(size[0].tolist())
+    out = []
+    for s in size:
+        try:
+            s = int(s) if not isinstance(s, builtins.bool) else None
+        except TypeError:
+            s = None
+        if s is None or s < 0:
+            raise ShapeError(f"sizes must be non-negative integers, got {size}")
+        out.append(s)
+    return tuple(out)
+
+
+def _finish(t: Tensor, device, requires_grad: bool) -> Tensor:
+    if device is not None:
+        t = _to_device(t, device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_dtype(data):
+    """torch.tensor's dtype inference for Python data."""
+    if isinstance(data, builtins.bool):
+        return D.bool_
+    if isinstance(data, builtins.int):
+        return D.default_int()
+    if isinstance(data, builtins.float):
+        return D.get_default_dtype()
+    if isinstance(data, (list, tuple)):
+        kinds = set()
+        stack = [data]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, (list, tuple)):
+                stack.extend(x)
+            elif isinstance(x, Tensor):
+                kinds.add(x.dtype)
+            elif isinstance(x, (np.ndarray, np.generic)):
+                kinds.add(D.to_dtype(x.dtype))
+            elif isinstance(x, builtins.bool):
+                kinds.add(D.bool_)
+            elif isinstance(x, builtins.int):
+                kinds.add(D.default_int())
+            elif isinstance(x, builtins.float):
+                kinds.add(D.get_default_dtype())
+            else:
+                raise TypeError(f"tensor(): cannot convert element of type {type(x).__name__}")
+        if not kinds:
+            return D.get_default_dtype()
+        r = None
+        for k in kinds:
+            r = k if r is None else D.promote_types(r, k)
+        return r
+    return None
+
+
+def _to_numpy(data):
+    if isinstance(data, (list, tuple)):
+        return np.array([_to_numpy(x) for x in data]) if any(isinstance(x, (Tensor, list, tuple))
+                                                                for x in data) else np.array(data)
+    if isinstance(data, Tensor):
+        return np.asarray(data._value)
+    return np.asarray(data)
+
+
+def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (scalar, nested lists, numpy/jax array or Tensor).
+
+    Args:
+        data: the values.
+        dtype: lazyflow dtype; inferred like torch when None (Python floats -> default float dtype,
+            ints -> int64, numpy arrays keep theirs).
+        device: where to put it (default: JAX's default device).
+        requires_grad: make it a leaf that records gradients (floating dtypes only).
+    Raises:
+        DTypeError: an unsupported dtype, or a 64-bit dtype while x64 is off.
+    >>> lf.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    """
+    if isinstance(data, Tensor):
+        d = D.to_dtype(dtype) if dtype is not None else data.dtype
+        t = _make(jnp.array(data._value, dtype=d.to_jax(), copy=True))
+        return _finish(t, device, requires_grad)
+    if isinstance(data, jax.Array):
+        d = D.to_dtype(dtype) if dtype is not None else D.from_jax_dtype(data.dtype)
+        return _finish(_make(jnp.array(data, dtype=d.to_jax(), copy=True)), device, requires_grad)
+    if dtype is not None:
+        d = D.to_dtype(dtype)
+    else:
+        d = _infer_dtype(data)
+        if d is None:
+            arr = np.asarray(data)
+            if arr.dtype == object:
+                raise TypeError(f"tensor(): cannot convert {type(data).__name__} to a tensor")
+            d = D.to_dtype(arr.dtype)
+    arr = _to_numpy(data)
+    if arr.dtype == object:
+        raise TypeError(f"tensor(): cannot convert {type(data).__name__} (ragged or non-numeric) to a tensor")
+    jd = d.to_jax()
+    t = _make(jax.device_put(arr.astype(jd, copy=False), to_jax_device(device) if device is not None else None))
+    return _finish(t, None, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """``data`` as a tensor, without a copy when it already is one with that dtype and device."""
+    if isinstance(data, Tensor):
+        return data.to(dtype=dtype, device=device) if (dtype is not None or device is not None) else data
+    if isinstance(data, jax.Array) and dtype is None:
+        return _finish(_make(data), device, False)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor from a numpy array (a copy: JAX buffers cannot alias numpy memory that may change)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
+    return tensor(array)
+
+
+def _fdtype(dtype):
+    return D.get_default_dtype() if dtype is None else D.to_dtype(dtype)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of shape ``size`` filled with ``fill_value``."""
+    if dtype is None:
+        dtype = D.result_type(type(fill_value)) if isinstance(fill_value, (builtins.int, builtins.float,
+                                                                          builtins.bool)) else None
+    d = _fdtype(dtype)
+    d.to_jax()
+    t = _apply(R["full"], (fill_value,), (_shape((size,) if isinstance(size, int) else (size,)), d))
+    return _finish(t, device, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros: ``zeros(2, 3)`` or ``zeros((2, 3))``."""
+    d = _fdtype(dtype)
+    d.to_jax()
+    return _finish(_apply(R["full"], (0,), (_shape(size), d)), device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones: ``ones(2, 3)`` or ``ones((2, 3))``."""
+    d = _fdtype(dtype)
+    d.to_jax()
+    return _finish(_apply(R["full"], (1,), (_shape(size), d)), device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor (zeros here: XLA has no uninitialised buffers)."""
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _like(t, dtype):
+    return t.dtype if dtype is None else D.to_dtype(dtype)
+
+
+def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    return zeros(input.shape, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad)
+
+
+def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    return ones(input.shape, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad)
+
+
+def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    return zeros_like(input, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None,  # noqa: A002
+              requires_grad: bool = False) -> Tensor:
+    return full(input.shape, fill_value, dtype=_like(input, dtype), device=device or _dev(input),
+                requires_grad=requires_grad)
+
+
+def _dev(t):
+    return None if t._meta[2] in (0, _default_pid()) else t.device
+
+
+_DEFAULT_PID = []
+
+
+def _default_pid():
+    if not _DEFAULT_PID:
+        from ._core.placement import pid_of
+
+        _DEFAULT_PID.append(pid_of(jax.device_put(np.zeros(()))))
+    return _DEFAULT_PID[0]
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 for integer arguments."""
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    start, end, step = vals
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if dtype is None:
+        dtype = D.get_default_dtype() if any(isinstance(v, builtins.float) for v in vals) else D.default_int()
+    d = D.to_dtype(dtype)
+    n = max(0, math.ceil((end - start) / step))
+    t = _apply(R["arange"], (start, step), (n, d))
+    return _finish(t, device, requires_grad)
+
+
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    d = _fdtype(dtype)
+    t = _apply(R["linspace"], (builtins.float(start), builtins.float(end)), (int(steps), d))
+    return _finish(t, device, requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """The identity matrix (``n`` x ``m``)."""
+    t = _apply(R["eye"], (), (int(n), int(n if m is None else m), _fdtype(dtype)))
+    return _finish(t, device, requires_grad)
+
+
+# ---------------------------------------------------------------- random
+class Generator:
+    """A random-number generator owning a seed and an offset (``torch.Generator``).
+
+    Every random op folds ``(seed, offset)`` into a JAX key inside its kernel and advances the offset, so a
+    seeded sequence of random ops is reproducible in eager and graph mode alike.
+    """
+
+    def __init__(self, device=None):
+        self._seed = 67280421310721
+        self._offset = 0
+
+    def manual_seed(self, seed: int) -> Generator:
+        seed = int(seed)
+        if not -(2 ** 63) <= seed < 2 ** 64:
+            raise ValueError(f"seed must be within [-2**63, 2**64), got {seed}")
+        self._seed = seed % 2 ** 64
+        self._offset = 0
+        return self
+
+    def seed(self) -> int:
+        s = int.from_bytes(os.urandom(8), "little") >> 1
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self) -> Tensor:
+        return tensor([self._seed >> 32, self._seed & 0xFFFFFFFF, self._offset], dtype=D.int64)
+
+    def set_state(self, new_state) -> None:
+        hi, lo, off = (int(v) for v in (new_state.tolist() if isinstance(new_state, Tensor) else new_state))
+        self._seed, self._offset = (hi << 32) | lo, off
+
+    def _next(self):
+        hook = state.rng_hook
+        if hook is not None:
+            return hook(self)
+        off = self._offset
+        self._offset = off + 1
+        s = self._seed
+        return (s ^ (s >> 32)) & 0xFFFFFFFF, off & 0xFFFFFFFF
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the default generator: every random op after it is reproducible."""
+    return default_generator.manual_seed(seed)
+
+
+def seed() -> int:
+    return default_generator.seed()
+
+
+def initial_seed() -> int:
+    return default_generator.initial_seed()
+
+
+def get_rng_state() -> Tensor:
+    return default_generator.get_state()
+
+
+def set_rng_state(new_state) -> None:
+    default_generator.set_state(new_state)
+
+
+def _gen(generator):
+    if generator is None:
+        return default_generator
+    if not isinstance(generator, Generator):
+        raise TypeError(f"generator must be a lazyflow.Generator, got {type(generator).__name__}")
+    return generator
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples on [0, 1)."""
+    d = _fdtype(dtype)
+    if not d.is_floating_point:
+        raise DTypeError(f"rand: expected a floating dtype, got {d}")
+    t = _apply(R["uniform"], (*_gen(generator)._next(), 0.0, 1.0), (_shape(size), d))
+    return _finish(t, device, requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples."""
+    d = _fdtype(dtype)
+    if not d.is_floating_point:
+        raise DTypeError(f"randn: expected a floating dtype, got {d}")
+    t = _apply(R["normal"], (*_gen(generator)._next(), 0.0, 1.0), (_shape(size), d))
+    return _finish(t, device, requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad: bool = False) -> Tensor:
+    """Integers uniform on [low, high): ``randint(high, size)`` or ``randint(low, high, size)``."""
+    if size is None:
+        if high is None:
+            raise TypeError("randint() missing required argument 'size'")
+        low, high, size = 0, low, high
+    if high is None:
+        low, high = 0, low
+    if low >= high:
+        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    d = D.default_int() if dtype is None else D.to_dtype(dtype)
+    t = _apply(R["randint"], (*_gen(generator)._next(), int(low), int(high)), (_shape((size,)), d))
+    return _finish(t, device, requires_grad)
+
+
+def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A random permutation of ``0 .. n-1``."""
+    d = D.default_int() if dtype is None else D.to_dtype(dtype)
+    return _finish(_apply(R["randperm"], _gen(generator)._next(), (int(n), d)), device, requires_grad)
+
+
+def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    return rand(input.shape, dtype=_like(input, dtype), device=device, requires_grad=requires_grad)
+
+
+def randn_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    return randn(input.shape, dtype=_like(input, dtype), device=device, requires_grad=requires_grad)
+
+
+def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None) -> Tensor:  # noqa: A002
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, input.shape, dtype=_like(input, dtype), device=device)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad: bool = False) -> Tensor:
+    """Normal samples: scalar mean/std with ``size``, or tensor mean/std (broadcast)."""
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        shape = np.broadcast_shapes(getattr(mean, "shape", ()), getattr(std, "shape", ()))
+        d = mean.dtype if isinstance(mean, Tensor) else std.dtype
+        z = randn(shape, generator=generator, dtype=d, device=device)
+        return z * std + mean
+    if size is None:
+        raise TypeError("normal() with scalar mean and std needs size=")
+    if std < 0:
+        raise ValueError(f"normal expects std >= 0.0, got std={std}")
+    d = _fdtype(dtype)
+    t = _apply(R["normal"], (*_gen(generator)._next(), builtins.float(mean), builtins.float(std)),
+               (_shape((size,)), d))
+    return _finish(t, device, requires_grad)
+
+
+def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:  # noqa: A002
+    """Bernoulli samples with probabilities ``input`` (or a scalar ``p`` with input's shape)."""
+    probs = input if p is None else full(input.shape, builtins.float(p), dtype=input.dtype)
+    if not probs.dtype.is_floating_point:
+        raise DTypeError(f"bernoulli expects floating probabilities, got {probs.dtype}")
+    return _apply(R["bernoulli"], (*_gen(generator)._next(), probs.detach()))
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,  # noqa: A002
+                generator=None) -> Tensor:
+    """Sample category indices from (unnormalised) probability rows."""
+    if input.ndim not in (1, 2):
+        raise ShapeError(f"multinomial expects a 1-D or 2-D probability tensor, got shape {input.shape}")
+    if not replacement and num_samples > input.shape[-1]:
+        raise ValueError(f"multinomial: cannot sample {num_samples} > {input.shape[-1]} categories "
+                         "without replacement")
+    return _apply(R["multinomial"], (*_gen(generator)._next(), input.detach()),
+                  (int(num_samples), builtins.bool(replacement)))

@@ -1,0 +1,536 @@
+"""The Tensor: a JAX array plus autograd state, with PyTorch's names.
+
+The same class serves eager and graph mode: in graph mode ``_value`` is a JAX tracer. Every op goes
+through the active interpreter (``_core.context.state.interp``). Methods that are plain ops are attached by
+``lazyflow._functional`` so each op is written once, as a function, and shared by ``lf.f(x)`` and ``x.f()``.
+
+Views: JAX has no storage views, so ``view``/``reshape``/slicing/``detach`` return tensors that do not alias
+their source for writes: an in-place update of one is never seen through another (unlike torch).
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+
+import jax
+import numpy as np
+
+from ._core import dtypes as D
+from ._core.context import state
+from ._core.device import Device, from_jax_device, to_jax_device
+from ._core.errors import AutogradError, DTypeError, GraphError, IndexOutOfRangeError, user_frame
+from ._core.placement import pid_of, sharding_of
+
+__all__ = ["Tensor", "from_jax"]
+
+_new = object.__new__
+_Tracer = jax.core.Tracer
+
+
+def _meta_of(value):
+    if isinstance(value, _Tracer):
+        return (tuple(value.shape), D.from_jax_dtype(value.dtype), 0)
+    return (tuple(value.shape), D.from_jax_dtype(value.dtype), pid_of(value))
+
+
+def _make(value, meta=None):
+    """Wrap a jax value without checks (meta computed when not given)."""
+    t = _new(Tensor)
+    t._value = value
+    t._meta = _meta_of(value) if meta is None else meta
+    t._rg = False
+    t.grad = None
+    t._node = None
+    t._oidx = 0
+    t._version = 0
+    t._retain = False
+    return t
+
+
+def from_jax(array) -> Tensor:
+    """Wrap a ``jax.Array`` as a Tensor without copying.
+
+    >>> t = lf.from_jax(jnp.ones(3))
+    """
+    if not isinstance(array, (jax.Array, _Tracer)):
+        raise TypeError(f"from_jax expects a jax.Array, got {type(array).__name__}")
+    if getattr(array, "weak_type", False):
+        array = jax.numpy.asarray(array, array.dtype)
+    return _make(array)
+
+
+class Tensor:
+    """An n-dimensional array with autograd, PyTorch's API, backed by a JAX array."""
+
+    __slots__ = ("_value", "_meta", "_rg", "grad", "_node", "_oidx", "_version", "_retain", "__weakref__")
+    __array_priority__ = 1000
+
+    def __new__(cls, *args, **kwargs):
+        if cls is Tensor and args:
+            from ._creation import tensor
+
+            return tensor(*args, **kwargs)
+        return _new(cls)
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def shape(self) -> tuple:
+        return self._meta[0]
+
+    @property
+    def dtype(self) -> D.DType:
+        return self._meta[1]
+
+    @property
+    def ndim(self) -> int:
+        return len(self._meta[0])
+
+    def dim(self) -> int:
+        return len(self._meta[0])
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return self._meta[0]
+        return self._meta[0][_dim(dim, self.ndim)]
+
+    def numel(self) -> int:
+        n = 1
+        for s in self._meta[0]:
+            n *= s
+        return n
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def sharding(self):
+        """The JAX sharding of the underlying array (None for a traced value)."""
+        return sharding_of(self._meta[2])
+
+    @property
+    def is_sharded(self) -> bool:
+        s = self.sharding
+        return s is not None and len(s.device_set) > 1
+
+    @property
+    def device(self) -> Device:
+        s = sharding_of(self._meta[2])
+        if s is None:
+            from ._core.device import default_device
+
+            return default_device()
+        return from_jax_device(min(s.device_set, key=lambda d: d.id))
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def is_floating_point(self) -> bool:
+        return self._meta[1].is_floating_point
+
+    # ------------------------------------------------------------------ autograd state
+    @property
+    def requires_grad(self) -> bool:
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        if requires_grad and not self._meta[1].is_floating_point:
+            raise DTypeError(f"only floating point tensors can require gradients, got {self.dtype}")
+        if not requires_grad and self._node is not None:
+            raise AutogradError("you can only change requires_grad flags of leaf variables")
+        self._rg = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    def retain_grad(self) -> None:
+        if not self._rg:
+            raise AutogradError("can't retain_grad on a tensor that does not require grad")
+        if self._node is not None:
+            self._retain = True
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retain
+
+    def detach(self) -> Tensor:
+        """A new leaf sharing the value, cut from the graph (writes to either never show in the other)."""
+        return _make(self._value, self._meta)
+
+    def detach_(self) -> Tensor:
+        self._node = None
+        self._rg = False
+        return self
+
+    def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False,
+                 inputs=None) -> None:
+        """Accumulate gradients of this tensor into the ``.grad`` of the leaves it depends on."""
+        from .autograd.function import backward
+
+        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+    def register_hook(self, hook):
+        raise AutogradError("Tensor.register_hook is not supported by lazyflow's tape yet")
+
+    # ------------------------------------------------------------------ conversion
+    def jax(self):
+        """The underlying ``jax.Array`` (no copy)."""
+        return self._value
+
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """A numpy array with the tensor's values (a copy: later in-place updates never show in it)."""
+        _concrete(self, "numpy()")
+        return np.array(self._value)
+
+    def __array__(self, dtype=None, copy=None):
+        _concrete(self, "__array__")
+        a = np.array(self._value)
+        return a if dtype is None else a.astype(dtype)
+
+    def item(self):
+        _concrete(self, "item()")
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
+        return np.asarray(self._value).reshape(()).item()
+
+    def tolist(self):
+        _concrete(self, "tolist()")
+        return np.asarray(self._value).tolist()
+
+    def __len__(self) -> int:
+        if not self._meta[0]:
+            raise TypeError("len() of a 0-d tensor")
+        return self._meta[0][0]
+
+    def __iter__(self):
+        if not self._meta[0]:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with more than one value is ambiguous (shape {self.shape})")
+        return builtins.bool(self.item())
+
+    def __float__(self) -> float:
+        return builtins.float(self.item())
+
+    def __int__(self) -> int:
+        return builtins.int(self.item())
+
+    def __index__(self) -> int:
+        if self._meta[1].is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return builtins.int(self.item())
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        if isinstance(self._value, _Tracer):
+            return f"tensor(<traced {self.dtype.name} {list(self.shape)}>)"
+        a = np.asarray(self._value)
+        if self.dtype is D.bfloat16:
+            a = a.astype(np.float32)
+        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3,
+                               precision=4, floatmode="maxprec_equal")
+        extras = []
+        if self.dtype not in (D.get_default_dtype(), D.default_int(), D.bool_) or (
+                a.size == 0 and self.dtype is not D.get_default_dtype()):
+            extras.append(f"dtype={self.dtype!r}")
+        dev = self.device
+        if dev.type != "cpu":
+            extras.append(f"device='{dev}'")
+        if self._node is not None:
+            extras.append(f"grad_fn=<{self._node.name()}>")
+        elif self._rg:
+            extras.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        _concrete(self, "pickle")
+        return (_rebuild, (np.asarray(self._value), self.dtype.name, self._rg))
+
+    def __deepcopy__(self, memo):
+        t = type(self).__new__(type(self))
+        t._value, t._meta, t._rg, t.grad = self._value, self._meta, self._rg, None
+        t._node, t._oidx, t._version, t._retain = None, 0, 0, False
+        if self.grad is not None:
+            t.grad = self.grad.detach()
+        memo[id(self)] = t
+        return t
+
+    def to(self, *args, **kwargs) -> Tensor:
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)`` or ``to(sharding)``."""
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("copy", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, (D.DType, np.dtype)) or a in (builtins.float, builtins.int, builtins.bool):
+                dtype = a
+            elif isinstance(a, str) and a.removeprefix("torch.") in _DTYPE_NAMES:
+                dtype = a
+            else:
+                device = a
+        t = self
+        if device is not None:
+            t = _to_device(t, device)
+        if dtype is not None:
+            dtype = D.to_dtype(dtype)
+            if dtype is not t.dtype:
+                from . import _functional as F
+
+                t = F.cast(t, dtype)
+        return t
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self, device=None) -> Tensor:
+        return self.to("cuda" if device is None else Device("cuda", device) if isinstance(device, int)
+                       else device)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other.dtype)
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return f"lazyflow.{self.dtype.name}"
+        return self.to(D.to_dtype(dtype))
+
+    def float(self) -> Tensor:
+        return self.to(D.float32)
+
+    def double(self) -> Tensor:
+        return self.to(D.float64)
+
+    def half(self) -> Tensor:
+        return self.to(D.float16)
+
+    def bfloat16(self) -> Tensor:
+        return self.to(D.bfloat16)
+
+    def long(self) -> Tensor:
+        return self.to(D.int64)
+
+    def int(self) -> Tensor:
+        return self.to(D.int32)
+
+    def short(self) -> Tensor:
+        return self.to(D.int16)
+
+    def bool(self) -> Tensor:
+        return self.to(D.bool_)
+
+    def byte(self) -> Tensor:
+        return self.to(D.uint8)
+
+    def contiguous(self, memory_format=None) -> Tensor:
+        return self
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        return True
+
+    def data_ptr(self) -> int:
+        return self._value.unsafe_buffer_pointer()
+
+    @property
+    def data(self) -> Tensor:
+        return self.detach()
+
+    @data.setter
+    def data(self, other: Tensor) -> None:
+        self._value, self._meta = other._value, other._meta
+        self._version += 1
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> Tensor:
+        return self.transpose(-2, -1)
+
+    # ------------------------------------------------------------------ indexing
+    def __getitem__(self, idx) -> Tensor:
+        spec, dyn = _parse_index(self, idx, False)
+        return state.interp.apply(_GETITEM, (self, *dyn), (spec,))
+
+    def __setitem__(self, idx, value) -> None:
+        spec, dyn = _parse_index(self, idx, True)
+        state.interp.apply_inplace(_SETITEM, self, (self, *dyn, value), (spec,))
+
+
+_DTYPE_NAMES = {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+                "bool", "half", "float", "double", "short", "int", "long"}
+
+
+def _rebuild(array, dtype_name, requires_grad):
+    t = _make(jax.numpy.asarray(array, D.to_dtype(dtype_name).to_jax()))
+    if requires_grad:
+        t._rg = True
+    return t
+
+
+def _concrete(t, what):
+    if isinstance(t._value, _Tracer):
+        raise GraphError(
+            f"{what} needs a concrete value, but this tensor is traced in graph mode (lf.compile / "
+            f"lf.nn.Graph) at {user_frame()}; keep that part eager, use lf.where for data-dependent "
+            "choices, or return the tensor from the compiled function")
+
+
+def _to_device(t, device):
+    if isinstance(device, jax.sharding.Sharding):
+        target = device
+    else:
+        target = to_jax_device(device)
+        if isinstance(t._value, _Tracer):
+            return t
+        if t._meta[2] and sharding_of(t._meta[2]).device_set == {target}:
+            return t
+    out = _make(jax.device_put(t._value, target))
+    if t._rg:
+        from . import _functional as F
+
+        return F._device_copy(t, out)
+    return out
+
+
+def _dim(d, ndim) -> int:
+    """Normalise a (possibly negative) dim; IndexError like torch when out of range."""
+    n = ndim if ndim > 0 else 1
+    if not -n <= d < n:
+        raise IndexOutOfRangeError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
+    return d + n if d < 0 else d
+
+
+from .ops.table import REGISTRY as _R  # noqa: E402
+
+_GETITEM = _R["getitem"]
+_SETITEM = _R["setitem"]
+
+_INT_TYPES = (builtins.int, np.integer)
+
+
+def _parse_index(t, idx, for_set):
+    """Turn a Python index into ``(spec, dynamic operands)``; see ``lazyflow.ops.indexing``."""
+    shape = t._meta[0]
+    if type(idx) is builtins.int:  # fast path: v[i]
+        if not shape:
+            raise IndexOutOfRangeError("invalid index of a 0-dim tensor")
+        n = shape[0]
+        if not -n <= idx < n:
+            raise IndexOutOfRangeError(f"index {idx} is out of bounds for dimension 0 with size {n}")
+        return (("i",),), (idx + n if idx < 0 else idx,)
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    items = []
+    for it in idx:
+        if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor) and it.ndim > 0) or (
+                isinstance(it, Tensor) and it.dtype is D.bool_):
+            from ._creation import as_tensor
+
+            it = as_tensor(it) if not isinstance(it, Tensor) else it
+            if it.dtype is D.bool_:
+                # a boolean mask covers it.ndim dims; becomes integer indices (data-dependent: eager only)
+                _concrete(it, "boolean-mask indexing")
+                nz = np.nonzero(np.asarray(it._value))
+                items.extend(("t", _make(jax.numpy.asarray(z))) for z in nz)
+                continue
+            if it.dtype.is_floating_point:
+                raise IndexError(f"tensors used as indices must be integer or bool, got {it.dtype}")
+            items.append(("t", it))
+        elif isinstance(it, Tensor):
+            if it.dtype.is_floating_point:
+                raise IndexError(f"tensors used as indices must be integer or bool, got {it.dtype}")
+            items.append(("t", it) if isinstance(it._value, _Tracer) else ("int", builtins.int(it.item())))
+        elif isinstance(it, _INT_TYPES) and not isinstance(it, builtins.bool):
+            items.append(("int", operator.index(it)))
+        elif it is None or isinstance(it, (slice, type(Ellipsis))):
+            items.append(("x", it))
+        else:
+            raise IndexError(f"unsupported index {it!r} of type {type(it).__name__}: use ints, slices, None, "
+                             "..., bool masks or integer tensors/lists")
+    n_consuming = builtins.sum(1 for k, it in items if not (k == "x" and (it is None or it is Ellipsis)))
+    n_ell = builtins.sum(1 for k, it in items if k == "x" and it is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_consuming > len(shape):
+        raise IndexOutOfRangeError(f"too many indices for tensor of dimension {len(shape)} "
+                                   f"(got {n_consuming} indices for shape {shape})")
+    dynamic_ok = all(k == "int" or (k == "x" and (it is None or it is Ellipsis or it.step in (None, 1)))
+                     for k, it in items)
+    spec, dyn, axis = [], [], 0
+    for k, it in items:
+        if k == "x" and it is Ellipsis:
+            for _ in range(len(shape) - n_consuming):
+                spec.append(("s", 0, shape[axis], 1))
+                axis += 1
+            continue
+        if k == "x" and it is None:
+            spec.append(("n",))
+            continue
+        size = shape[axis]
+        if k == "int":
+            if not -size <= it < size:
+                raise IndexOutOfRangeError(
+                    f"index {it} is out of bounds for dimension {axis} with size {size}")
+            it = it + size if it < 0 else it
+            if dynamic_ok:
+                spec.append(("i",))
+                dyn.append(it)
+            else:
+                spec.append(("s", it, it + 1, 1))
+                spec.append(("sq", axis))
+        elif k == "t":
+            spec.append(("t",))
+            dyn.append(it)
+        else:
+            a, b, st = it.indices(size)
+            if st == 1 and dynamic_ok:
+                length = max(0, b - a)
+                if length == size:
+                    spec.append(("s", 0, size, 1))
+                else:
+                    spec.append(("ds", length))
+                    dyn.append(a)
+            else:
+                spec.append(("s", a, b, st))
+        axis += 1
+    # ("sq", axis) marks a static int index: slice it then squeeze; rewritten as a static int position
+    spec = _fold_squeeze(spec)
+    return tuple(spec), tuple(dyn)
+
+
+def _fold_squeeze(spec):
+    out = []
+    for item in spec:
+        if item[0] == "sq":
+            a = out.pop()
+            out.append(("si", a[1]))
+        else:
+            out.append(item)
+    return out

@@ -1,0 +1,108 @@
+"""The backward engine: walks the tape from the roots in topological order."""
+
+from __future__ import annotations
+
+from .._core.context import state
+from .._core.errors import AutogradError
+
+
+def _topo(roots):
+    order, seen = [], set()
+    stack = [(n, False) for n in roots]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        if node.inputs is None:
+            continue
+        for pos in node.entry.diff:
+            a = node.inputs[pos]
+            n = a._node
+            if n is not None and a._rg and id(n) not in seen:
+                stack.append((n, False))
+    order.reverse()
+    return order
+
+
+def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, capture=None):
+    """Propagate ``grads`` (one per root) back through the tape.
+
+    Args:
+        capture: None to accumulate into leaves' ``.grad``; or a dict ``{id(tensor): None}`` whose values
+            are filled with the gradient flowing into each listed tensor (``lf.autograd.grad``), leaving
+            every ``.grad`` untouched.
+    """
+    from .._tensor import _make
+
+    interp = state.interp
+    acc = interp.accumulate
+    pending: dict[int, list] = {}
+    nodes: dict[int, object] = {}
+
+    def deliver(t, g):
+        if capture is not None and id(t) in capture:
+            prev = capture[id(t)]
+            capture[id(t)] = g if prev is None else acc(prev, g)
+        n = t._node
+        if n is None:
+            if capture is None:
+                if create_graph:
+                    t.grad = g if t.grad is None else t.grad + g
+                else:
+                    t.grad = _make(g, t._meta) if t.grad is None else _make(acc(t.grad._value, g), t._meta)
+            return
+        if t._retain and capture is None:
+            if create_graph:
+                t.grad = g if t.grad is None else t.grad + g
+            else:
+                t.grad = _make(g, t._meta) if t.grad is None else _make(acc(t.grad._value, g), t._meta)
+        slot = pending.get(id(n))
+        if slot is None:
+            slot = pending[id(n)] = [None] * n.n_out
+            nodes[id(n)] = n
+        i = t._oidx
+        slot[i] = g if slot[i] is None else acc(slot[i], g)
+
+    root_nodes = []
+    for r, g in zip(roots, grads):
+        if r._node is not None:
+            root_nodes.append(r._node)
+        deliver(r, g)
+
+    for node in _topo(root_nodes):
+        gs = pending.pop(id(node), None)
+        if gs is None:
+            continue
+        if node.inputs is None:
+            raise AutogradError(
+                f"trying to backward through the graph a second time ({node.name()}): its saved values "
+                "were freed after the first backward; pass retain_graph=True to the first backward"
+            )
+        for a, v in zip(node.inputs, node.versions):
+            if v is not None and a._version != v:
+                raise AutogradError(
+                    f"one of the variables needed for gradient computation has been modified by an "
+                    f"in-place operation: a tensor of shape {a.shape} used by {node.name()} is at version "
+                    f"{a._version}; expected version {v}. Use an out-of-place op or .clone() first"
+                )
+        entry = node.entry
+        if create_graph:
+            outs = interp.apply(entry.bwd_op(), tuple(node.inputs) + tuple(
+                None if g is None else (g if hasattr(g, "_value") else _make(g, None)) for g in gs), ())
+            if not isinstance(outs, tuple):
+                outs = (outs,)
+        else:
+            vals = [getattr(a, "_value", a) for a in node.inputs]
+            outs = entry.bwd_call(vals, gs)
+        for pos, g in zip(entry.diff, outs):
+            a = node.inputs[pos]
+            if a._rg:
+                deliver(a, g)
+        if not retain_graph:
+            node.inputs = None
+            node.versions = ()

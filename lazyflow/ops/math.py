@@ -1,0 +1,350 @@
+"""Elementwise, comparison, linear-algebra and reduction primitives."""
+
+from __future__ import annotations
+
+import builtins
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .._core import dtypes as D
+from .table import op
+
+# ---------------------------------------------------------------- unary, floating results
+for _name, _fn in {
+    "exp": jnp.exp, "log": jnp.log, "log1p": jnp.log1p, "expm1": jnp.expm1, "sqrt": jnp.sqrt,
+    "rsqrt": lax.rsqrt, "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan, "tanh": jnp.tanh,
+    "sigmoid": jax.nn.sigmoid, "erf": jax.scipy.special.erf, "log2": jnp.log2, "log10": jnp.log10,
+    "reciprocal": jnp.reciprocal, "silu": jax.nn.silu, "asin": jnp.arcsin, "acos": jnp.arccos,
+    "atan": jnp.arctan, "sinh": jnp.sinh, "cosh": jnp.cosh, "exp2": jnp.exp2,
+    "logsigmoid": jax.nn.log_sigmoid, "erfinv": jax.scipy.special.erfinv,
+}.items():
+    op(_name, dtypes="float")(_fn)
+
+# ---------------------------------------------------------------- unary, dtype kept
+for _name, _fn in {
+    "neg": jnp.negative, "abs": jnp.abs, "sign": jnp.sign, "square": jnp.square,
+    "relu": lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
+}.items():
+    op(_name)(_fn)
+
+for _name, _fn in {"floor": jnp.floor, "ceil": jnp.ceil, "trunc": jnp.trunc}.items():
+    op(_name)(_fn)
+
+
+@op("round", static=("decimals",))
+def _round(x, *, decimals):
+    return jnp.round(x, decimals)
+
+
+@op("gelu", static=("approximate",), dtypes="float")
+def _gelu(x, *, approximate):
+    return jax.nn.gelu(x, approximate=approximate == "tanh")
+
+
+@op("softplus", static=("beta", "threshold"), dtypes="float")
+def _softplus(x, *, beta, threshold):
+    bx = x * beta
+    return jnp.where(bx > threshold, x, jnp.logaddexp(bx, 0.0).astype(x.dtype) / beta)
+
+
+@op("leaky_relu", static=("negative_slope",))
+def _leaky_relu(x, *, negative_slope):
+    return jnp.where(x >= 0, x, x * jnp.asarray(negative_slope, x.dtype))
+
+
+@op("elu", static=("alpha",), dtypes="float")
+def _elu(x, *, alpha):
+    return jax.nn.elu(x, alpha)
+
+
+@op("hardtanh", static=("min_val", "max_val"))
+def _hardtanh(x, *, min_val, max_val):
+    return jnp.clip(x, min_val, max_val)
+
+
+for _name, _fn in {"isnan": jnp.isnan, "isinf": jnp.isinf, "isfinite": jnp.isfinite,
+                   "logical_not": jnp.logical_not}.items():
+    op(_name, dtypes="none", differentiable=False)(_fn)
+
+
+@op("bitwise_not", dtypes="int_or_bool", differentiable=False)
+def _bitwise_not(x):
+    return jnp.invert(x)
+
+
+@op("nan_to_num", static=("nan", "posinf", "neginf"))
+def _nan_to_num(x, *, nan, posinf, neginf):
+    return jnp.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+# ---------------------------------------------------------------- binary
+@op("add")
+def _add(a, b):
+    return a + b
+
+
+@op("sub")
+def _sub(a, b):
+    return a - b
+
+
+@op("mul")
+def _mul(a, b):
+    return a * b
+
+
+@op("div", dtypes="float")
+def _div(a, b):
+    return a / b
+
+
+@op("div_trunc")
+def _div_trunc(a, b):
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        return lax.div(*jnp.broadcast_arrays(a, b))
+    return jnp.trunc(a / b)
+
+
+@op("floor_divide")
+def _floor_divide(a, b):
+    return jnp.floor_divide(a, b)
+
+
+@op("remainder")
+def _remainder(a, b):
+    return jnp.remainder(a, b)
+
+
+@op("fmod")
+def _fmod(a, b):
+    return jnp.fmod(a, b)
+
+
+@op("pow")
+def _pow(a, b):
+    return jnp.power(a, b)
+
+
+@op("atan2", dtypes="float")
+def _atan2(a, b):
+    return jnp.arctan2(a, b)
+
+
+@op("maximum")
+def _maximum(a, b):
+    return jnp.maximum(a, b)
+
+
+@op("minimum")
+def _minimum(a, b):
+    return jnp.minimum(a, b)
+
+
+for _name, _fn in {"eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal,
+                   "gt": jnp.greater, "ge": jnp.greater_equal}.items():
+    op(_name, differentiable=False)(_fn)
+
+for _name, _fn in {"logical_and": jnp.logical_and, "logical_or": jnp.logical_or,
+                   "logical_xor": jnp.logical_xor}.items():
+    op(_name, dtypes="none", differentiable=False)(_fn)
+
+for _name, _fn in {"bitwise_and": jnp.bitwise_and, "bitwise_or": jnp.bitwise_or,
+                   "bitwise_xor": jnp.bitwise_xor}.items():
+    op(_name, dtypes="int_or_bool", differentiable=False)(_fn)
+
+
+def _where_dtypes(descs, statics):
+    from .table import compute_dtypes  # same promotion over the two value operands
+
+    return [None] + compute_dtypes(_add, descs[1:], ())
+
+
+@op("where", dtypes=_where_dtypes)
+def _where(cond, a, b):
+    return jnp.where(cond, a, b)
+
+
+@op("clamp")
+def _clamp(x, lo, hi):
+    if lo is not None:
+        x = jnp.maximum(x, lo)
+    if hi is not None:
+        x = jnp.minimum(x, hi)
+    return x
+
+
+@op("lerp", dtypes="float")
+def _lerp(a, b, w):
+    return a + w * (b - a)
+
+
+@op("addcmul", static=("value",))
+def _addcmul(x, a, b, *, value):
+    return x + value * a * b
+
+
+@op("addcdiv", static=("value",), dtypes="float")
+def _addcdiv(x, a, b, *, value):
+    return x + value * a / b
+
+
+# ---------------------------------------------------------------- linear algebra
+@op("matmul")
+def _matmul(a, b):
+    return jnp.matmul(a, b)
+
+
+@op("einsum", static=("equation",))
+def _einsum(*xs, equation):
+    return jnp.einsum(equation, *xs)
+
+
+@op("linear")
+def _linear(x, w, b):
+    y = jnp.matmul(x, w.T)
+    return y if b is None else y + b
+
+
+@op("outer")
+def _outer(a, b):
+    return jnp.outer(a, b)
+
+
+# ---------------------------------------------------------------- reductions
+def _int_widen(x, dtype):
+    if dtype is not None:
+        return x.astype(dtype.to_jax())
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        return x.astype(D.default_int().to_jax())
+    return x
+
+
+@op("sum", static=("dim", "keepdim", "dtype"), dtypes="none")
+def _sum(x, *, dim, keepdim, dtype):
+    return jnp.sum(_int_widen(x, dtype), axis=dim, keepdims=keepdim)
+
+
+@op("prod", static=("dim", "keepdim", "dtype"), dtypes="none")
+def _prod(x, *, dim, keepdim, dtype):
+    return jnp.prod(_int_widen(x, dtype), axis=dim, keepdims=keepdim)
+
+
+@op("mean", static=("dim", "keepdim"), dtypes="none")
+def _mean(x, *, dim, keepdim):
+    return jnp.mean(x, axis=dim, keepdims=keepdim)
+
+
+@op("amax", static=("dim", "keepdim"), dtypes="none")
+def _amax(x, *, dim, keepdim):
+    return jnp.max(x, axis=dim, keepdims=keepdim)
+
+
+@op("amin", static=("dim", "keepdim"), dtypes="none")
+def _amin(x, *, dim, keepdim):
+    return jnp.min(x, axis=dim, keepdims=keepdim)
+
+
+def _minmax_dim(x, dim, keepdim, largest):
+    idx = jnp.argmax(x, axis=dim, keepdims=True) if largest else jnp.argmin(x, axis=dim, keepdims=True)
+    vals = jnp.take_along_axis(x, idx, axis=dim)
+    if not keepdim:
+        vals, idx = jnp.squeeze(vals, dim), jnp.squeeze(idx, dim)
+    return vals, idx.astype(D.default_int().to_jax())
+
+
+@op("max_dim", static=("dim", "keepdim"), dtypes="none")
+def _max_dim(x, *, dim, keepdim):
+    return _minmax_dim(x, dim, keepdim, True)
+
+
+@op("min_dim", static=("dim", "keepdim"), dtypes="none")
+def _min_dim(x, *, dim, keepdim):
+    return _minmax_dim(x, dim, keepdim, False)
+
+
+@op("argmax", static=("dim", "keepdim"), dtypes="none", differentiable=False)
+def _argmax(x, *, dim, keepdim):
+    if dim is None:
+        r = jnp.argmax(x.reshape(-1))
+        return (r.reshape((1,) * x.ndim) if keepdim else r).astype(D.default_int().to_jax())
+    return jnp.argmax(x, axis=dim, keepdims=keepdim).astype(D.default_int().to_jax())
+
+
+@op("argmin", static=("dim", "keepdim"), dtypes="none", differentiable=False)
+def _argmin(x, *, dim, keepdim):
+    if dim is None:
+        r = jnp.argmin(x.reshape(-1))
+        return (r.reshape((1,) * x.ndim) if keepdim else r).astype(D.default_int().to_jax())
+    return jnp.argmin(x, axis=dim, keepdims=keepdim).astype(D.default_int().to_jax())
+
+
+@op("var", static=("dim", "correction", "keepdim"), dtypes="none")
+def _var(x, *, dim, correction, keepdim):
+    return jnp.var(x, axis=dim, ddof=correction, keepdims=keepdim)
+
+
+@op("std", static=("dim", "correction", "keepdim"), dtypes="none")
+def _std(x, *, dim, correction, keepdim):
+    return jnp.std(x, axis=dim, ddof=correction, keepdims=keepdim)
+
+
+@op("logsumexp", static=("dim", "keepdim"), dtypes="float")
+def _logsumexp(x, *, dim, keepdim):
+    return jax.nn.logsumexp(x, axis=dim, keepdims=keepdim)
+
+
+@op("norm", static=("p", "dim", "keepdim"), dtypes="float")
+def _norm(x, *, p, dim, keepdim):
+    if p == "fro" or p == 2:
+        return jnp.sqrt(jnp.sum(x * x, axis=dim, keepdims=keepdim))
+    if p == builtins.float("inf"):
+        return jnp.max(jnp.abs(x), axis=dim, keepdims=keepdim)
+    if p == -builtins.float("inf"):
+        return jnp.min(jnp.abs(x), axis=dim, keepdims=keepdim)
+    if p == 1:
+        return jnp.sum(jnp.abs(x), axis=dim, keepdims=keepdim)
+    if p == 0:
+        return jnp.sum((x != 0).astype(x.dtype), axis=dim, keepdims=keepdim)
+    return jnp.sum(jnp.abs(x) ** p, axis=dim, keepdims=keepdim) ** (1.0 / p)
+
+
+@op("all", static=("dim", "keepdim"), dtypes="none", differentiable=False)
+def _all(x, *, dim, keepdim):
+    return jnp.all(x, axis=dim, keepdims=keepdim)
+
+
+@op("any", static=("dim", "keepdim"), dtypes="none", differentiable=False)
+def _any(x, *, dim, keepdim):
+    return jnp.any(x, axis=dim, keepdims=keepdim)
+
+
+@op("cumsum", static=("dim", "dtype"), dtypes="none")
+def _cumsum(x, *, dim, dtype):
+    return jnp.cumsum(_int_widen(x, dtype), axis=dim)
+
+
+@op("cumprod", static=("dim", "dtype"), dtypes="none")
+def _cumprod(x, *, dim, dtype):
+    return jnp.cumprod(_int_widen(x, dtype), axis=dim)
+
+
+@op("softmax", static=("dim",), dtypes="float")
+def _softmax(x, *, dim):
+    return jax.nn.softmax(x, axis=dim)
+
+
+@op("log_softmax", static=("dim",), dtypes="float")
+def _log_softmax(x, *, dim):
+    return jax.nn.log_softmax(x, axis=dim)
+
+
+@op("cast", static=("dtype",), dtypes="none")
+def _cast(x, *, dtype):
+    return x.astype(dtype.to_jax())
+
+
+@op("copy", dtypes="none")
+def _copy(x):
+    return jnp.array(x, copy=True)

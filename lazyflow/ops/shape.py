@@ -1,0 +1,175 @@
+"""Shape, joining, reordering and gather/scatter primitives."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax import lax
+
+from .._core import dtypes as D
+from .table import op
+
+
+@op("reshape", static=("shape",), dtypes="none")
+def _reshape(x, *, shape):
+    return jnp.reshape(x, shape)
+
+
+@op("permute", static=("dims",), dtypes="none")
+def _permute(x, *, dims):
+    return jnp.transpose(x, dims)
+
+
+@op("expand", static=("shape",), dtypes="none")
+def _expand(x, *, shape):
+    return jnp.broadcast_to(x, shape)
+
+
+@op("tile", static=("reps",), dtypes="none")
+def _tile(x, *, reps):
+    return jnp.tile(x, reps)
+
+
+@op("repeat_interleave", static=("repeats", "dim"), dtypes="none")
+def _repeat_interleave(x, *, repeats, dim):
+    if dim is None:
+        return jnp.repeat(x.reshape(-1), repeats)
+    return jnp.repeat(x, repeats, axis=dim)
+
+
+@op("cat", static=("dim",))
+def _cat(*xs, dim):
+    return jnp.concatenate(xs, axis=dim)
+
+
+@op("stack", static=("dim",))
+def _stack(*xs, dim):
+    return jnp.stack(xs, axis=dim)
+
+
+@op("split", static=("sizes", "dim"), dtypes="none")
+def _split(x, *, sizes, dim):
+    out, start = [], 0
+    for s in sizes:
+        out.append(lax.slice_in_dim(x, start, start + s, axis=dim))
+        start += s
+    return tuple(out)
+
+
+@op("flip", static=("dims",), dtypes="none")
+def _flip(x, *, dims):
+    return jnp.flip(x, dims)
+
+
+@op("roll", static=("shifts", "dims"), dtypes="none")
+def _roll(x, *, shifts, dims):
+    return jnp.roll(x, shifts, dims)
+
+
+@op("gather", static=("dim",), dtypes="none")
+def _gather(x, index, *, dim):
+    return jnp.take_along_axis(x, index, axis=dim, mode="clip")
+
+
+def _scatter_index(x, index, dim):
+    idx = list(jnp.indices(index.shape, sparse=True))
+    idx[dim] = index
+    return tuple(idx)
+
+
+def _value_dtypes(descs, statics):
+    # cast the source (tensor or scalar) to the destination's dtype, leave the index alone
+    return [None, None, descs[0][1]]
+
+
+@op("scatter", static=("dim", "reduce"), dtypes=_value_dtypes)
+def _scatter(x, index, src, *, dim, reduce):
+    if jnp.ndim(src) == 0:
+        src = jnp.broadcast_to(src, index.shape)
+    else:
+        src = src[tuple(slice(0, s) for s in index.shape)]
+    at = x.at[_scatter_index(x, index, dim)]
+    if reduce is None:
+        return at.set(src)
+    if reduce in ("add", "sum"):
+        return at.add(src)
+    if reduce in ("multiply", "prod"):
+        return at.multiply(src)
+    if reduce == "amax":
+        return at.max(src)
+    if reduce == "amin":
+        return at.min(src)
+    raise ValueError(f"scatter: unknown reduce {reduce!r}")
+
+
+@op("index_select", static=("dim",), dtypes="none")
+def _index_select(x, index, *, dim):
+    return jnp.take(x, index, axis=dim)
+
+
+@op("index_add", static=("dim", "alpha"), dtypes=_value_dtypes)
+def _index_add(x, index, src, *, dim, alpha):
+    idx = [slice(None)] * x.ndim
+    idx[dim] = index
+    return x.at[tuple(idx)].add(src * alpha if alpha != 1 else src)
+
+
+@op("masked_fill", dtypes=lambda descs, statics: [None, None, descs[0][1]])
+def _masked_fill(x, mask, value):
+    return jnp.where(mask, value, x)
+
+
+@op("sort", static=("dim", "descending", "stable"), dtypes="none")
+def _sort(x, *, dim, descending, stable):
+    idx = jnp.argsort(x, axis=dim, stable=True, descending=descending)
+    return jnp.take_along_axis(x, idx, axis=dim), idx.astype(D.default_int().to_jax())
+
+
+@op("topk", static=("k", "dim", "largest", "sorted"), dtypes="none")
+def _topk(x, *, k, dim, largest, sorted):  # noqa: A002
+    xm = jnp.moveaxis(x, dim, -1)
+    v, i = lax.top_k(xm if largest else -xm, k)
+    if not largest:
+        v = -v
+    return jnp.moveaxis(v, -1, dim), jnp.moveaxis(i, -1, dim).astype(D.default_int().to_jax())
+
+
+@op("tril", static=("diagonal",), dtypes="none")
+def _tril(x, *, diagonal):
+    return jnp.tril(x, diagonal)
+
+
+@op("triu", static=("diagonal",), dtypes="none")
+def _triu(x, *, diagonal):
+    return jnp.triu(x, diagonal)
+
+
+@op("one_hot", static=("num_classes",), dtypes="none", differentiable=False)
+def _one_hot(x, *, num_classes):
+    return (x[..., None] == jnp.arange(num_classes, dtype=x.dtype)).astype(D.default_int().to_jax())
+
+
+@op("pad", static=("pad", "mode", "value"), dtypes="none")
+def _pad(x, *, pad, mode, value):
+    # torch's pad tuple runs from the last dimension backwards: (left, right, top, bottom, ...)
+    widths = [(0, 0)] * x.ndim
+    for i in range(len(pad) // 2):
+        widths[x.ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    if mode == "constant":
+        neg = any(lo < 0 or hi < 0 for lo, hi in widths)
+        if neg:
+            cfg = [(lo, hi, 0) for lo, hi in widths]
+            return lax.pad(x, jnp.asarray(value, x.dtype), cfg)
+        return jnp.pad(x, widths, mode="constant", constant_values=value)
+    jmode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    return jnp.pad(x, widths, mode=jmode)
+
+
+@op("diagonal", static=("offset", "dim1", "dim2"), dtypes="none")
+def _diagonal(x, *, offset, dim1, dim2):
+    return jnp.diagonal(x, offset, dim1, dim2)
+
+
+@op("copy_into", dtypes=lambda descs, statics: [None, descs[0][1]])
+def _copy_into(dst, src):
+    """The value of ``dst.copy_(src)``: src broadcast and cast to dst's shape and dtype."""
+    return jnp.broadcast_to(src, dst.shape)

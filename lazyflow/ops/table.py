@@ -1,0 +1,171 @@
+"""The op table: every primitive is one :class:`OpDef` record, defined once.
+
+An OpDef holds the pure ``jax.numpy``/``lax`` implementation, the names of its static arguments, the
+dtype rule that decides how operands are cast before the implementation runs, and optionally a
+backward rule. Eager dispatch jits :func:`specialize`'s function per signature, graph mode calls the same
+function inside its trace, and the tape differentiates it with :func:`backward_fn` (``jax.vjp`` of the
+same function unless the record carries a rule). No op is written twice.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._core import dtypes as D
+from .._core.errors import DTypeError
+
+__all__ = ["OpDef", "REGISTRY", "op", "specialize", "backward_fn", "compute_dtypes", "is_tensor_desc"]
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+class OpDef:
+    """One primitive.
+
+    Args:
+        name: unique op name.
+        impl: pure function ``impl(*operands, **statics)`` over jax arrays (and Python scalars).
+        static: names of keyword arguments that select the computation (part of the cache key).
+        dtypes: how operands are cast before ``impl``: ``"none"`` (as they are), ``"promote"`` (torch's
+            result_type over all operands), ``"float"`` (promote, then integers/bool -> default float),
+            or a callable ``(descs, statics) -> list[DType | None]``.
+        bwd: optional backward rule ``bwd(operands, out, cotangents, **statics) -> grads`` (one per
+            operand); without it the tape uses ``jax.vjp`` of the implementation.
+        differentiable: False for ops whose outputs never carry gradients (comparisons, argmax...).
+    """
+
+    __slots__ = ("name", "impl", "static", "dtypes", "bwd", "differentiable", "__weakref__")
+
+    def __init__(self, name: str, impl: Callable, *, static: tuple[str, ...] = (), dtypes="promote",
+                 bwd: Callable | None = None, differentiable: bool = True):
+        self.name = name
+        self.impl = impl
+        self.static = tuple(static)
+        self.dtypes = dtypes
+        self.bwd = bwd
+        self.differentiable = differentiable
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+    def __reduce__(self):
+        return (REGISTRY.__getitem__, (self.name,))
+
+
+def op(name: str, **kw) -> Callable[[Callable], OpDef]:
+    """Decorator: register ``impl`` under ``name`` in the op table."""
+
+    def deco(fn):
+        if name in REGISTRY:
+            raise ValueError(f"op {name!r} is defined twice")
+        d = OpDef(name, fn, **kw)
+        REGISTRY[name] = d
+        return d
+
+    return deco
+
+
+def is_tensor_desc(d) -> bool:
+    """Tensor operands are described by a meta tuple ``(shape, DType, placement)``; scalars by their type."""
+    return type(d) is tuple
+
+
+def _items(descs):
+    return [(d[1], len(d[0])) if type(d) is tuple else d for d in descs
+            if type(d) is tuple or d in (builtins.int, builtins.float, builtins.bool)]
+
+
+def compute_dtypes(op_def: OpDef, descs, statics) -> list:
+    rule = op_def.dtypes
+    if rule == "none":
+        return [None] * len(descs)
+    if callable(rule):
+        return rule(descs, statics)
+    items = _items(descs)
+    if not items:
+        return [None] * len(descs)
+    r = D.result_type(*items)
+    if rule == "float" and not r.is_floating_point:
+        r = D.get_default_dtype()
+    elif rule == "int_or_bool" and r.is_floating_point:
+        raise DTypeError(f"{op_def.name} is only defined for integer and bool tensors, got {r}")
+    numeric = (builtins.int, builtins.float, builtins.bool)
+    return [r if (type(d) is tuple or d in numeric) else None for d in descs]
+
+
+def _cast(x, dt):
+    if dt is None or x is None:
+        return x
+    jd = dt.to_jax()
+    if isinstance(x, (builtins.int, builtins.float, builtins.bool)):
+        return jnp.asarray(x, jd)
+    return x if x.dtype == jd else x.astype(jd)
+
+
+def specialize(op_def: OpDef, statics: tuple, descs: tuple) -> Callable:
+    """The pure function eager jits and graph mode calls: casts operands per the dtype rule, then impl."""
+    kw = dict(zip(op_def.static, statics))
+    cdts = compute_dtypes(op_def, descs, statics)
+    impl = partial(op_def.impl, **kw) if kw else op_def.impl
+    if all(c is None for c in cdts):
+        return impl
+
+    def fn(*xs):
+        return impl(*[_cast(x, c) for x, c in zip(xs, cdts)])
+
+    return fn
+
+
+def diff_positions(descs) -> tuple[int, ...]:
+    """Operand positions that can carry gradients: floating tensors."""
+    return tuple(i for i, d in enumerate(descs) if type(d) is tuple and d[1].is_floating_point)
+
+
+def backward_fn(op_def: OpDef, statics: tuple, descs: tuple, diff: tuple[int, ...]) -> Callable:
+    """Pure ``bwd(*operands, *cotangents) -> grads of operands at positions diff``.
+
+    A cotangent may be None for an output that carries no gradient (integer outputs, unused outputs).
+    """
+    fn = specialize(op_def, statics, descs)
+    n = len(descs)
+    kw = dict(zip(op_def.static, statics))
+
+    def bwd(*args):
+        vals, cts = list(args[:n]), args[n:]
+        if op_def.bwd is not None:
+            out = fn(*vals)
+            grads = op_def.bwd(vals, out, cts if len(cts) > 1 else cts[0], **kw)
+            return tuple(_match(grads[i], vals[i]) for i in diff)
+
+        def f(*dv):
+            full = list(vals)
+            for i, v in zip(diff, dv):
+                full[i] = v
+            return fn(*full)
+
+        out, pull = jax.vjp(f, *[vals[i] for i in diff])
+        if isinstance(out, (tuple, list)):
+            ct = type(out)(_ct(o, c) for o, c in zip(out, cts))
+        else:
+            ct = _ct(out, cts[0])
+        return tuple(pull(ct))
+
+    return bwd
+
+
+def _match(g, v):
+    if g is None:
+        return jnp.zeros(jnp.shape(v), jnp.result_type(v))
+    return g.astype(v.dtype) if g.dtype != v.dtype else g
+
+
+def _ct(o, c):
+    if jnp.issubdtype(o.dtype, jnp.inexact):
+        return jnp.zeros(o.shape, o.dtype) if c is None else c.astype(o.dtype)
+    return np.zeros(o.shape, jax.dtypes.float0)
