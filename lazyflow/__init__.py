@@ -5,41 +5,81 @@ interpreter) and lazy/graph (``lf.compile``, ``lf.nn.Graph``) -- and one checkpo
 Importing lazyflow switches on JAX's ``jax_enable_x64`` and switches off CPU async dispatch (see README).
 """
 
+from . import (
+    _methods,  # noqa: F401,E402
+    autograd,  # noqa: E402
+    eager,  # noqa: E402  (installs the eager interpreter)
+)
 from ._core import config as _config  # noqa: F401  (process configuration first)
 from ._core.device import Device, device
 from ._core.dtypes import (
-    DType, bfloat16, bool_, double, float, float16, float32, float64, get_default_dtype, half, int,
-    int8, int16, int32, int64, long, promote_types, set_default_dtype, short, uint8,
+    DType,
+    bfloat16,
+    bool_,
+    double,
+    float,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    half,
+    int,
+    int8,
+    int16,
+    int32,
+    int64,
+    long,
+    promote_types,
+    set_default_dtype,
+    short,
+    uint8,
 )
 from ._core.errors import (
-    AutogradError, CheckpointError, DeviceError, DTypeError, GraphError, IndexOutOfRangeError, LazyflowError,
-    OpError, ShapeError,
+    AutogradError,
+    CheckpointError,
+    DeviceError,
+    DTypeError,
+    GraphError,
+    IndexOutOfRangeError,
+    LazyflowError,
+    OpError,
+    ShapeError,
 )
-from ._tensor import Tensor, from_jax
-from . import eager  # noqa: E402  (installs the eager interpreter)
-from . import _methods  # noqa: F401,E402
 from ._creation import (  # noqa: E402
-    Generator, arange, as_tensor, bernoulli, default_generator, empty, empty_like, eye, from_numpy, full,
-    full_like, get_rng_state, initial_seed, linspace, manual_seed, multinomial, normal, ones, ones_like, rand,
-    rand_like, randint, randint_like, randn, randn_like, randperm, seed, set_rng_state, tensor, zeros,
+    Generator,
+    arange,
+    as_tensor,
+    bernoulli,
+    default_generator,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    get_rng_state,
+    initial_seed,
+    linspace,
+    manual_seed,
+    multinomial,
+    normal,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    randperm,
+    seed,
+    set_rng_state,
+    tensor,
+    zeros,
     zeros_like,
 )
-from ._functional import (  # noqa: E402
-    abs, absolute, acos, add, addcdiv, addcmul, all, amax, amin, any, arccos, arcsin, arctan, argmax, argmin,
-    argsort, argwhere, asin, atan, atan2, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, bmm,
-    broadcast_shapes, broadcast_tensors, broadcast_to, cat, ceil, chunk, clamp, clip, clone, concat,
-    concatenate, cos, cosh, cumprod, cumsum, diagonal, div, divide, dot, einsum, eq, erf, erfinv, exp, exp2,
-    expand, expm1, flatten, flip, fliplr, flipud, floor, floor_divide, fmod, gather, ge, gelu, greater,
-    greater_equal, gt, hstack, index_add, index_select, isfinite, isinf, isnan, le, lerp, less, less_equal,
-    log, log1p, log2, log10, log_softmax, logical_and, logical_not, logical_or, logical_xor, logsumexp, lt,
-    masked_fill, masked_select, matmul, max, maximum, mean, min, minimum, mm, movedim, moveaxis, mul,
-    multiply, mv, ne, neg, negative, nonzero, norm, not_equal, outer, permute, pow, prod, reciprocal,
-    relu, remainder, repeat_interleave, reshape, roll, round, rsqrt, scatter, scatter_add, scatter_reduce,
-    sigmoid, sign, silu, sin, sinh, softmax, softplus, sort, split, sqrt, square, squeeze, stack, std,
-    std_mean, sub, subtract, sum, swapaxes, swapdims, t, take_along_dim, tan, tanh, tensor_split, tile, topk,
-    transpose, tril, triu, true_divide, trunc, unbind, unflatten, unsqueeze, var, var_mean, vstack, where,
-)
-from . import autograd  # noqa: E402
+from ._functional import *  # noqa: E402,F401,F403  (every op; the list is _functional.__all__)
+from ._tensor import Tensor, from_jax
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
 
 bool = bool_  # noqa: A001  torch's name; the builtin stays reachable as builtins.bool

@@ -18,6 +18,26 @@ from ._core.errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ._tensor import Tensor, _dim
 from .ops.table import REGISTRY as R
 
+__all__ = [  # the public ops, re-exported as lazyflow.<name>
+    "abs", "absolute", "acos", "add", "addcdiv", "addcmul", "all", "amax", "amin", "any", "arccos", "arcsin",
+    "arctan", "argmax", "argmin", "argsort", "argwhere", "asin", "atan", "atan2", "bitwise_and",
+    "bitwise_not", "bitwise_or", "bitwise_xor", "bmm", "broadcast_shapes", "broadcast_tensors",
+    "broadcast_to", "cat", "ceil", "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos", "cosh",
+    "cumprod", "cumsum", "diagonal", "div", "divide", "dot", "einsum", "eq", "erf", "erfinv", "exp", "exp2",
+    "expand", "expm1", "flatten", "flip", "fliplr", "flipud", "floor", "floor_divide", "fmod", "gather",
+    "ge", "gelu", "greater", "greater_equal", "gt", "hstack", "index_add", "index_select", "isfinite",
+    "isinf", "isnan", "le", "lerp", "less", "less_equal", "log", "log1p", "log2", "log10", "log_softmax",
+    "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp", "lt", "masked_fill",
+    "masked_select", "matmul", "max", "maximum", "mean", "min", "minimum", "mm", "movedim", "moveaxis",
+    "mul", "multiply", "mv", "ne", "neg", "negative", "nonzero", "norm", "not_equal", "outer", "permute",
+    "pow", "prod", "reciprocal", "relu", "remainder", "repeat_interleave", "reshape", "roll", "round",
+    "rsqrt", "scatter", "scatter_add", "scatter_reduce", "sigmoid", "sign", "silu", "sin", "sinh", "softmax",
+    "softplus", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract",
+    "sum", "swapaxes", "swapdims", "t", "take_along_dim", "tan", "tanh", "tensor_split", "tile", "topk",
+    "transpose", "tril", "triu", "true_divide", "trunc", "unbind", "unflatten", "unsqueeze", "var",
+    "var_mean", "vstack", "where",
+]
+
 _SCALARS = (builtins.int, builtins.float, builtins.bool)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from .._core.errors import AutogradError
 from .engine import run_backward
 
