@@ -1,0 +1,104 @@
+"""What both interpreters (eager and graph) share: operand conversion, error translation, tape recording
+and the in-place protocol. Neither interpreter imports the other; both import this."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from ._core.errors import AutogradError, DTypeError, OpError, ShapeError
+from ._tensor import Tensor, _make
+from .autograd.node import Node
+
+SCALAR_TYPES = frozenset({builtins.int, builtins.float, builtins.bool, type(None)})
+
+
+def convert(a):
+    """Non-tensor, non-scalar operands: numpy/jax arrays, lists, numpy scalars."""
+    if isinstance(a, np.generic):
+        return a.item()
+    from ._creation import as_tensor
+
+    return as_tensor(a)
+
+
+def convert_all(args):
+    return tuple(a if isinstance(a, Tensor) or a.__class__ in SCALAR_TYPES else convert(a) for a in args)
+
+
+def _describe(args):
+    return ", ".join(f"Tensor(shape={list(a.shape)}, dtype={a.dtype.name})" if isinstance(a, Tensor) else repr(a)
+                     for a in args)
+
+
+def translate_error(err, op, args, statics):
+    """A JAX tracing error as a lazyflow error naming the op, its operands and attributes."""
+    if isinstance(err, (DTypeError, ShapeError)):
+        return err
+    msg = str(err).split("\n")[0]
+    stat = dict(zip(op.static, statics))
+    where = f"{op.name}({_describe(args)}" + (f", {stat}" if stat else "") + ")"
+    low = msg.lower()
+    if builtins.any(w in low for w in ("shape", "broadcast", "dimension", "size", "axis")):
+        return ShapeError(f"{where}: {msg}")
+    if isinstance(err, TypeError):
+        return DTypeError(f"{where}: {msg}")
+    return OpError(f"{where}: {msg}")
+
+
+def record(entry, args, res, multi):
+    """Attach a tape node for ``entry`` applied to ``args`` to the floating outputs ``res``."""
+    diff = entry.diff
+    if not diff or not builtins.any(args[i]._rg for i in diff):
+        return
+    outs = res if multi else (res,)
+    node = Node(entry, args, tuple(a._version if isinstance(a, Tensor) else None for a in args), len(outs))
+    for i, t in enumerate(outs):
+        if t._meta[1].is_floating_point:
+            t._rg = True
+            t._node = node
+            t._oidx = i
+
+
+def check_inplace(op, target, grad_on):
+    if grad_on and target._rg and target._node is None:
+        raise AutogradError(
+            f"a leaf Variable that requires grad is being used in an in-place operation ({op.name}_); wrap it "
+            "in `with lf.no_grad():` or operate on a clone")
+
+
+def snapshot(target):
+    """A tensor holding ``target``'s current value and graph position (what a node must see)."""
+    old = _make(target._value, target._meta)
+    old._rg, old._node, old._oidx = target._rg, target._node, target._oidx
+    return old
+
+
+def inplace_result(op, target, out, meta):
+    """Validate and cast an in-place result to the target's shape/dtype; returns ``(value, meta)``."""
+    if meta[0] != target._meta[0]:
+        raise ShapeError(f"{op.name}_: output with shape {list(target.shape)} doesn't match the broadcast "
+                         f"shape {list(meta[0])}")
+    if meta[1] is not target._meta[1]:
+        if target._meta[1].is_floating_point or not meta[1].is_floating_point:
+            return out.astype(target._meta[1].np), (meta[0], target._meta[1], meta[2])
+        raise DTypeError(f"{op.name}_: result type {meta[1].name} can't be cast to the desired output type "
+                         f"{target.dtype.name}")
+    return out, meta
+
+
+def commit_inplace(target, out, meta, entry, args, record_grad):
+    target._value = out
+    target._meta = meta
+    target._version += 1
+    if record_grad:
+        res = _make(out, meta)
+        record(entry, args, res, False)
+        if res._node is not None:
+            target._rg, target._node, target._oidx = True, res._node, res._oidx
+    return target
+
+
+def multi_inplace_error(op):
+    return OpError(f"{op.name} has several outputs and cannot run in place")
