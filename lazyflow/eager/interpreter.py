@@ -146,7 +146,8 @@ def apply_inplace(op, target, args, statics=()):
     record_grad = rg and grad_on and op.differentiable
     if record_grad:
         # the node must see the pre-update value: hand it a snapshot, and never donate that buffer
-        args = (snapshot(target),) + tuple(args[1:])
+        old = snapshot(target)
+        args = tuple(old if a is target else a for a in args)
         if donate:
             donate = False
             key, vals, rg = _prepare(op, args, statics)
