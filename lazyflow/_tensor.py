@@ -221,15 +221,18 @@ class Tensor:
         return iter(self.unbind(0))
 
     def __bool__(self) -> bool:
+        _concrete(self, "bool() of a tensor (Python control flow such as `if tensor:` on a tensor value)")
         if self.numel() != 1:
             raise RuntimeError(
                 f"Boolean value of Tensor with more than one value is ambiguous (shape {self.shape})")
         return builtins.bool(self.item())
 
     def __float__(self) -> float:
+        _concrete(self, "float() of a tensor")
         return builtins.float(self.item())
 
     def __int__(self) -> int:
+        _concrete(self, "int() of a tensor")
         return builtins.int(self.item())
 
     def __index__(self) -> int:

@@ -1,1 +1,44 @@
-"""(under construction)"""
+"""Graph (lazy) mode: ``lf.compile`` and ``lf.nn.Graph`` over the same Tensor/Parameter objects as eager mode."""
+
+from .._core.errors import GraphError
+from .compile import CompiledFunction, CompileInfo
+from .trace import TraceInterpreter, Tracing
+
+__all__ = ["GraphError", "CompiledFunction", "CompileInfo", "TraceInterpreter", "Tracing", "compile"]
+
+
+def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, mode=None, options=None,  # noqa: A001
+            disable: bool = False, cache_size_limit: int = 8, recompile_limit: int = 8,
+            on_recompile_limit: str = "eager"):
+    """Compile a module or a function of tensors into XLA programs (torch.compile's signature).
+
+    Args:
+        model: an ``lf.nn.Module`` (returns a :class:`CompiledModule` whose ``state_dict``/``load_state_dict``
+            pass straight through to the module: same keys, no ``_orig_mod.`` prefix) or a function of
+            tensors. Used bare or as a decorator, with or without arguments.
+        cache_size_limit: how many signature variants stay compiled (LRU).
+        recompile_limit: how many variants may be compiled before lazyflow warns once (naming what changed)
+            and then runs new signatures eagerly (``on_recompile_limit="eager"``) or raises
+            :class:`GraphError` (``"raise"``).
+        disable: return ``model`` unchanged.
+        fullgraph, dynamic, backend, mode, options: accepted for torch compatibility; lazyflow always compiles
+            the whole call into one program with static shapes.
+    >>> cm = lf.compile(model)
+    >>> @lf.compile
+    ... def f(x, y): return (x * y).sum()
+    """
+    kw = dict(cache_size_limit=cache_size_limit, recompile_limit=recompile_limit,
+              on_recompile_limit=on_recompile_limit)
+    if model is None:
+        return lambda m: compile(m, disable=disable, **kw)
+    if disable:
+        return model
+    from ..nn.module import Module
+
+    if isinstance(model, Module):
+        from .module import CompiledModule
+
+        return CompiledModule(model, **kw)
+    if not callable(model):
+        raise TypeError(f"lf.compile expects an lf.nn.Module or a callable, got {type(model).__name__}")
+    return CompiledFunction(model, **kw)

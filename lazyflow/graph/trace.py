@@ -1,0 +1,162 @@
+"""Graph mode's interpreter: the same op-table functions, called inside a JAX trace.
+
+While a :class:`Tracing` context is active, every Tensor op goes through :class:`TraceInterpreter`, which calls
+``ops.specialize(...)`` directly on tracer values (XLA sees one program), records tape nodes exactly like eager
+mode (so ``loss.backward()`` inside ``lf.nn.Graph.build`` works), and reports tensors captured from outside.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+
+from .._core.context import state
+from .._core.errors import GraphError, user_frame
+from .._dispatch import (
+    SCALAR_TYPES,
+    check_inplace,
+    commit_inplace,
+    convert_all,
+    inplace_result,
+    multi_inplace_error,
+    record,
+    snapshot,
+    translate_error,
+)
+from .._tensor import Tensor, _make
+from ..ops.table import OpDef, backward_fn, diff_positions, specialize
+
+_Tracer = jax.core.Tracer
+
+
+@functools.lru_cache(maxsize=8192)
+def _specialized(op, statics, descs):
+    return specialize(op, statics, descs)
+
+
+class TraceEntry:
+    """A traced op signature: the backward runs inline in the trace."""
+
+    __slots__ = ("op", "statics", "descs", "diff", "name", "_bwd", "_bwd_op")
+
+    def __init__(self, op, statics, descs):
+        self.op, self.statics, self.descs = op, statics, descs
+        self.diff = diff_positions(descs)
+        self.name = op.name
+        self._bwd = None
+        self._bwd_op = None
+
+    def bwd_call(self, vals, gs):
+        if self._bwd is None:
+            self._bwd = backward_fn(self.op, self.statics, self.descs, self.diff)
+        return self._bwd(*vals, *gs)
+
+    def bwd_op(self):
+        if self._bwd_op is None:
+            self._bwd_op = OpDef(f"{self.op.name}_backward",
+                                 backward_fn(self.op, self.statics, self.descs, self.diff), dtypes="none")
+        return self._bwd_op
+
+
+def _tmeta(v):
+    from .._core.dtypes import from_jax_dtype
+
+    return (tuple(v.shape), from_jax_dtype(v.dtype), 0)
+
+
+class Tracing:
+    """Context for one trace: installs the trace interpreter and records captured concrete tensors."""
+
+    def __init__(self, readonly_ids=(), rng_hook=None):
+        self.captured: dict[int, Tensor] = {}
+        self.readonly = set(readonly_ids)
+        self.rng_hook = rng_hook
+
+    def __enter__(self):
+        self._prev = (state.interp, state.tracing, state.rng_hook, getattr(state, "trace_ctx", None))
+        state.interp = TraceInterpreter(self)
+        state.tracing = True
+        state.rng_hook = self.rng_hook
+        state.trace_ctx = self
+        return self
+
+    def __exit__(self, *exc):
+        state.interp, state.tracing, state.rng_hook, state.trace_ctx = self._prev
+        return False
+
+
+class TraceInterpreter:
+    """Interpreter used while tracing (see module docstring)."""
+
+    name = "graph"
+
+    def __init__(self, ctx: Tracing):
+        self.ctx = ctx
+
+    def _prepare(self, args):
+        descs, vals, rg = [], [], False
+        for a in args:
+            if isinstance(a, Tensor):
+                v = a._value
+                if not isinstance(v, _Tracer):
+                    self.ctx.captured.setdefault(id(a), a)
+                descs.append(a._meta)
+                vals.append(v)
+                if a._rg:
+                    rg = True
+            elif isinstance(a, _Tracer):  # raw traced operands (the rng seed/offset of random ops)
+                descs.append("raw")
+                vals.append(a)
+            else:
+                descs.append(a.__class__)
+                vals.append(a)
+        return tuple(descs), vals, rg
+
+    def _run(self, op, args, statics, descs, vals):
+        fn = _specialized(op, statics, descs)
+        try:
+            return fn(*vals)
+        except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
+                jax.errors.TracerIntegerConversionError) as e:
+            raise GraphError(f"{op.name} needs concrete values inside graph mode at {user_frame()}: "
+                             f"{str(e).splitlines()[0]}") from e
+        except (TypeError, ValueError, IndexError) as e:
+            raise translate_error(e, op, args, statics) from e
+
+    def apply(self, op, args, statics=()):
+        if not all(isinstance(a, (Tensor, _Tracer)) or a.__class__ in SCALAR_TYPES for a in args):
+            args = convert_all(args)
+        descs, vals, rg = self._prepare(args)
+        out = self._run(op, args, statics, descs, vals)
+        multi = isinstance(out, (tuple, list))
+        res = tuple(_make(o, _tmeta(o)) for o in out) if multi else _make(out, _tmeta(out))
+        if rg and state.grad_enabled and op.differentiable:
+            record(TraceEntry(op, statics, descs), args, res, multi)
+        return res
+
+    def apply_inplace(self, op, target, args, statics=()):
+        if not isinstance(target._value, _Tracer) or id(target) in self.ctx.readonly:
+            raise GraphError(
+                f"in-place {op.name}_ on a tensor captured from outside the compiled code (shape "
+                f"{list(target.shape)}) at {user_frame()}: graph mode cannot write to it; make it a "
+                "parameter/buffer of the module, or use an out-of-place op and return the result")
+        grad_on = state.grad_enabled
+        check_inplace(op, target, grad_on)
+        if not all(isinstance(a, (Tensor, _Tracer)) or a.__class__ in SCALAR_TYPES for a in args):
+            args = convert_all(args)
+        descs, vals, rg = self._prepare(args)
+        record_grad = rg and grad_on and op.differentiable
+        if record_grad:
+            old = snapshot(target)
+            args = tuple(old if a is target else a for a in args)
+        out = self._run(op, args, statics, descs, vals)
+        if isinstance(out, (tuple, list)):
+            raise multi_inplace_error(op)
+        out, meta = inplace_result(op, target, out, _tmeta(out))
+        entry = TraceEntry(op, statics, descs) if record_grad else None
+        return commit_inplace(target, out, meta, entry, args, record_grad)
+
+    @staticmethod
+    def accumulate(a, b):
+        return a + b
