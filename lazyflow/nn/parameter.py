@@ -1,0 +1,116 @@
+"""``Parameter`` and ``Buffer``: Tensors that a Module registers as its state when assigned as attributes."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._core import dtypes as D
+from .._tensor import Tensor, _concrete
+
+__all__ = ["Parameter", "Buffer"]
+
+_new = object.__new__
+
+
+def _adopt(cls, data: Tensor | None, requires_grad: bool):
+    """A new ``cls`` instance sharing ``data``'s value (JAX arrays are immutable: no aliasing of writes)."""
+    if data is None:
+        data = Tensor.__new__(Tensor)
+        data._value = jnp.zeros((0,), D.get_default_dtype().to_jax())
+        data._meta = None
+    elif not isinstance(data, Tensor):
+        raise TypeError(f"{cls.__name__} expects a lazyflow Tensor as data, got {type(data).__name__}; "
+                        "wrap arrays with lf.tensor(...) first")
+    t = _new(cls)
+    t._value = data._value
+    if data._meta is None:
+        from .._tensor import _meta_of
+
+        t._meta = _meta_of(data._value)
+    else:
+        t._meta = data._meta
+    t._rg = False
+    t.grad = None
+    t._node = None
+    t._oidx = 0
+    t._version = 0
+    t._retain = False
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+class Parameter(Tensor):
+    """A Tensor that is a module parameter: assigning one to a Module attribute registers it.
+
+    Args:
+        data: the initial value (shared, not copied: JAX arrays are immutable). Default: an empty tensor.
+        requires_grad: whether the parameter records gradients (default True).
+    Raises:
+        DTypeError: ``requires_grad=True`` with a non-floating dtype.
+    >>> w = lf.nn.Parameter(lf.zeros(3, 2))
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True):
+        return _adopt(cls, data, requires_grad)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        _concrete(self, "pickle")
+        return (_rebuild_parameter, (np.asarray(self._value), self.dtype.name, self._rg))
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        t = _new(type(self))
+        t._value, t._meta, t._rg = self._value, self._meta, self._rg
+        t.grad = None if self.grad is None else self.grad.detach()
+        t._node, t._oidx, t._version, t._retain = None, 0, 0, False
+        memo[id(self)] = t
+        return t
+
+
+class Buffer(Tensor):
+    """A Tensor marked as a module buffer (``torch.nn.Buffer``): assigning one to a Module attribute
+    registers it with ``register_buffer(name, buffer, persistent=buffer.persistent)``.
+
+    Args:
+        data: the value (shared, not copied).
+        persistent: whether the buffer is part of the module's ``state_dict``.
+    >>> m.steps = lf.nn.Buffer(lf.zeros(()), persistent=False)
+    """
+
+    __slots__ = ("persistent",)
+
+    def __new__(cls, data: Tensor | None = None, *, persistent: bool = True):
+        t = _adopt(cls, data, False)
+        t.persistent = bool(persistent)
+        return t
+
+    def __reduce__(self):
+        _concrete(self, "pickle")
+        return (_rebuild_buffer, (np.asarray(self._value), self.dtype.name, self.persistent))
+
+    def __deepcopy__(self, memo):
+        t = Tensor.__deepcopy__(self, memo)
+        t.persistent = self.persistent
+        return t
+
+
+def _rebuild_parameter(array, dtype_name, requires_grad):
+    from .._tensor import _make
+
+    return Parameter(_make(jnp.asarray(array, D.to_dtype(dtype_name).to_jax())), requires_grad)
+
+
+def _rebuild_buffer(array, dtype_name, persistent):
+    from .._tensor import _make
+
+    return Buffer(_make(jnp.asarray(array, D.to_dtype(dtype_name).to_jax())), persistent=persistent)
