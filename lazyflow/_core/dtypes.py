@@ -46,12 +46,6 @@ class DType:
     def __reduce__(self):
         return (to_dtype, (self.name,))
 
-    def __hash__(self) -> int:
-        return hash(self.name)
-
-    def __eq__(self, other) -> bool:
-        return self is other
-
     def to_jax(self):
         if self.itemsize == 8 and not config.x64_enabled():
             raise DTypeError(

@@ -31,7 +31,6 @@ from . import cache as _cache
 _entries = _cache.entries
 _stats = _cache.stats
 _get = _entries.get
-_touch = _entries.move_to_end
 _getrefcount = sys.getrefcount
 _SCALAR_TYPES = SCALAR_TYPES
 _DONATE = "donate"
@@ -40,7 +39,7 @@ _DONATE = "donate"
 class Entry:
     """One cached op signature."""
 
-    __slots__ = ("kernel", "outs", "multi", "op", "statics", "descs", "diff", "name", "_bwd", "_bwd_op",
+    __slots__ = ("kernel", "outs", "multi", "op", "statics", "descs", "diff", "name", "_bwd", "_bwd_op", "tick",
                  "__weakref__")
 
     def __init__(self, kernel, outs, multi, op, statics, descs):
@@ -111,6 +110,49 @@ class _NeedsConvert(Exception):
 
 def apply(op, args, statics=()):
     """Run ``op`` on ``args`` (Tensors, Python scalars, None) with static attributes ``statics``."""
+    # Fast path for the common one/two-tensor call: no list building, one dict lookup, one kernel launch.
+    n = len(args)
+    if n == 2:
+        a, b = args
+        if isinstance(a, Tensor):
+            if isinstance(b, Tensor):
+                key = (op, statics, a._meta, b._meta)
+                entry = _get(key)
+                if entry is not None:
+                    _stats.hits += 1
+                    entry.tick = _stats.hits
+                    out = entry.kernel(a._value, b._value)
+                    res = tuple(map(_make, out, entry.outs)) if entry.multi else _make(out, entry.outs)
+                    if (a._rg or b._rg) and state.grad_enabled and op.differentiable:
+                        record(entry, args, res, entry.multi)
+                    return res
+            elif b.__class__ in _SCALAR_TYPES:
+                key = (op, statics, a._meta, b.__class__)
+                entry = _get(key)
+                if entry is not None:
+                    _stats.hits += 1
+                    entry.tick = _stats.hits
+                    out = entry.kernel(a._value, b)
+                    res = tuple(map(_make, out, entry.outs)) if entry.multi else _make(out, entry.outs)
+                    if a._rg and state.grad_enabled and op.differentiable:
+                        record(entry, args, res, entry.multi)
+                    return res
+    elif n == 1:
+        a = args[0]
+        if isinstance(a, Tensor):
+            entry = _get((op, statics, a._meta))
+            if entry is not None:
+                _stats.hits += 1
+                entry.tick = _stats.hits
+                out = entry.kernel(a._value)
+                res = tuple(map(_make, out, entry.outs)) if entry.multi else _make(out, entry.outs)
+                if a._rg and state.grad_enabled and op.differentiable:
+                    record(entry, args, res, entry.multi)
+                return res
+    return _apply_general(op, args, statics)
+
+
+def _apply_general(op, args, statics):
     try:
         key, vals, rg = _prepare(op, args, statics)
     except _NeedsConvert:
@@ -120,8 +162,8 @@ def apply(op, args, statics=()):
     if entry is None:
         entry, out = _miss(key, op, args, vals, statics, False)
     else:
-        _touch(key)
         _stats.hits += 1
+        entry.tick = _stats.hits
         out = entry.kernel(*vals)
     if entry.multi:
         res = tuple(_make(v, m) for v, m in zip(out, entry.outs))
@@ -155,8 +197,8 @@ def apply_inplace(op, target, args, statics=()):
     if entry is None:
         entry, out = _miss(key, op, args, vals, statics, donate)
     else:
-        _touch(key)
         _stats.hits += 1
+        entry.tick = _stats.hits
         out = entry.kernel(*vals)
     if entry.multi:
         raise multi_inplace_error(op)
