@@ -177,9 +177,42 @@ def _apply_general(op, args, statics):
 def apply_inplace(op, target, args, statics=()):
     """Run ``op`` and store its result into ``target`` (``args[0] is target``); returns ``target``."""
     grad_on = state.grad_enabled
-    check_inplace(op, target, grad_on)
     # the target's own slot and getrefcount's argument are the only references: safe to donate
     donate = _getrefcount(target._value) <= 2
+    if not target._rg:
+        # fast path: nothing to record on the target; build the key without a list when all operands are plain
+        key = [op, statics]
+        vals = []
+        for a in args:
+            if isinstance(a, Tensor):
+                if a._rg and grad_on:
+                    break
+                key.append(a._meta)
+                vals.append(a._value)
+            elif a.__class__ in _SCALAR_TYPES:
+                key.append(a.__class__)
+                vals.append(a)
+            else:
+                break
+        else:
+            if donate:
+                key.append(_DONATE)
+            key = tuple(key)
+            entry = _get(key)
+            if entry is not None:
+                _stats.hits += 1
+                entry.tick = _stats.hits
+                out = entry.kernel(*vals)
+                meta = entry.outs
+                if meta == target._meta:
+                    target._value = out
+                    target._version += 1
+                    return target
+                out, meta = inplace_result(op, target, out, meta) if not entry.multi else (None, None)
+                if entry.multi:
+                    raise multi_inplace_error(op)
+                return commit_inplace(target, out, meta, entry, args, False)
+    check_inplace(op, target, grad_on)
     try:
         key, vals, rg = _prepare(op, args, statics, _DONATE if donate else None)
     except _NeedsConvert:
