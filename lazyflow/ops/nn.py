@@ -1,0 +1,406 @@
+"""Neural-network primitives: convolution, pooling, normalization and attention (torch's NCHW layout).
+
+Convolution chooses its lowering by shape at trace time (shapes are static), because XLA's CPU
+convolution is single-threaded and pathological for small spatial size with many channels (a 3x3
+512->512 conv on a 2x2 activation: ~570 ms forward+backward against ~8 ms for im2col + one dot). The
+lowerings are pure functions of the same signature, each checked against ``lax.conv_general_dilated``
+in tests; ``benchmarks/bench_conv.py`` measures them. The gradient of every lowering is ``jax.vjp`` of
+the lowering itself: im2col is built from strided slices, whose transpose is pad + add, so its backward is
+two dots and a col2im sum -- no convolution at all.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .random import key_of
+from .table import op
+
+__all__ = ["CONV_LOWERINGS", "conv_lowering", "conv_out_size", "pool_out_size"]
+
+_SPATIAL = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW"), 3: ("NCDHW", "OIDHW", "NCDHW")}
+
+
+def conv_out_size(size: int, k: int, s: int, lo: int, hi: int, d: int) -> int:
+    """Output length of a convolution/pooling window along one dimension."""
+    return (size + lo + hi - d * (k - 1) - 1) // s + 1
+
+
+# ---------------------------------------------------------------- convolution lowerings
+def _conv_xla(x, w, *, stride, padding, dilation, groups):
+    return lax.conv_general_dilated(x, w, stride, padding, rhs_dilation=dilation, feature_group_count=groups,
+                                    dimension_numbers=_SPATIAL[x.ndim - 2],
+                                    preferred_element_type=None)
+
+
+def _conv_xla_nhwc(x, w, *, stride, padding, dilation, groups):
+    # channels-last inside: XLA:CPU's Eigen convolution wants NHWC/HWIO; the transposes are cheap
+    # next to a large-spatial, few-channel conv (the network stem)
+    nd = x.ndim - 2
+    xt = jnp.moveaxis(x, 1, -1)
+    wt = jnp.moveaxis(w, (0, 1), (-1, -2))
+    sp = "DHW"[3 - nd:]
+    y = lax.conv_general_dilated(xt, wt, stride, padding, rhs_dilation=dilation, feature_group_count=groups,
+                                 dimension_numbers=(f"N{sp}C", f"{sp}IO", f"N{sp}C"))
+    return jnp.moveaxis(y, -1, 1)
+
+
+def _patches(x, kernel, stride, padding, dilation):
+    """im2col from strided slices: ``(N, C, prod(kernel), *out_spatial)`` (C-major, then kernel offsets)."""
+    nd = len(kernel)
+    xp = jnp.pad(x, ((0, 0), (0, 0)) + tuple(padding)) if any(p != (0, 0) for p in padding) else x
+    out = tuple(conv_out_size(x.shape[2 + i], kernel[i], stride[i], *padding[i], dilation[i]) for i in range(nd))
+    cols = []
+    for offs in itertools.product(*(range(k) for k in kernel)):
+        start = (0, 0) + tuple(o * d for o, d in zip(offs, dilation))
+        limit = xp.shape[:2] + tuple(o * d + s * (n - 1) + 1 for o, d, s, n in zip(offs, dilation, stride, out))
+        cols.append(lax.slice(xp, start, limit, (1, 1) + tuple(stride)))
+    return (cols[0][:, :, None] if len(cols) == 1 else jnp.stack(cols, axis=2)), out
+
+
+def _conv_im2col(x, w, *, stride, padding, dilation, groups):
+    n, c = x.shape[:2]
+    o = w.shape[0]
+    kernel = w.shape[2:]
+    if all(k == 1 for k in kernel) and all(p == (0, 0) for p in padding):
+        # 1x1: a strided view of the input is already the patch matrix
+        lim = x.shape[:2] + tuple((sz - 1) // s * s + 1 for sz, s in zip(x.shape[2:], stride))
+        cols = lax.slice(x, (0,) * x.ndim, lim, (1, 1) + tuple(stride))
+        out = cols.shape[2:]
+    else:
+        cols, out = _patches(x, kernel, stride, padding, dilation)
+    p = math.prod(out)
+    kk = math.prod(kernel)
+    g = groups
+    cols = cols.reshape(n, g, (c // g) * kk, p)
+    wm = w.reshape(g, o // g, (c // g) * kk)
+    if g == 1:
+        y = jnp.einsum("ok,nkp->nop", wm[0], cols[:, 0])
+    else:
+        y = jnp.einsum("gok,ngkp->ngop", wm, cols)
+    return y.reshape((n, o) + out)
+
+
+CONV_LOWERINGS = {"xla": _conv_xla, "xla_nhwc": _conv_xla_nhwc, "im2col": _conv_im2col}
+
+
+def conv_lowering(x_shape, w_shape, stride, padding, dilation, groups) -> str:
+    """The lowering ``conv`` uses for these shapes (measured in benchmarks/bench_conv.py, 2-core CPU).
+
+    im2col + one dot wins wherever the output is spatially small (ResNet's 14x14 and below: 1.1x at 14x14
+    256ch, 2x at 4x4, 70x at 2x2 512ch) and for every 1x1 convolution (a dot with no patch copy); XLA's
+    own convolution wins on large activations with few channels, where the patch matrix is a 9x copy of
+    a big tensor; channels-last XLA wins for the few-input-channel stem (7x7 on RGB).
+    """
+    kernel = w_shape[2:]
+    out = [conv_out_size(x_shape[2 + i], kernel[i], stride[i], *padding[i], dilation[i])
+           for i in range(len(kernel))]
+    if groups != 1:
+        return "xla"
+    if all(k == 1 for k in kernel) and all(p == (0, 0) for p in padding):
+        return "im2col"
+    if math.prod(out) <= 256:
+        return "im2col"
+    if x_shape[1] <= 4:
+        return "xla_nhwc"
+    return "xla"
+
+
+@op("conv", static=("stride", "padding", "dilation", "groups", "lowering"), dtypes="float")
+def _conv(x, w, b, *, stride, padding, dilation, groups, lowering):
+    """N-d convolution, NC<spatial> input, O I/g <kernel> weight, optional bias; padding as (lo, hi) pairs."""
+    name = conv_lowering(x.shape, w.shape, stride, padding, dilation, groups) if lowering == "auto" else lowering
+    y = CONV_LOWERINGS[name](x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    if b is not None:
+        y = y + b.reshape((1, -1) + (1,) * (x.ndim - 2))
+    return y
+
+
+@op("conv_transpose", static=("stride", "padding", "output_padding", "dilation", "groups"), dtypes="float")
+def _conv_transpose(x, w, b, *, stride, padding, output_padding, dilation, groups):
+    """Transposed convolution (the gradient of ``conv`` w.r.t. its input); weight is (I, O/g, *kernel)."""
+    nd = x.ndim - 2
+    cin, og = w.shape[:2]
+    kernel = w.shape[2:]
+    g = groups
+    wt = w.reshape((g, cin // g, og) + kernel)
+    wt = jnp.swapaxes(wt, 1, 2).reshape((g * og, cin // g) + kernel)
+    wt = jnp.flip(wt, axis=tuple(range(2, 2 + nd)))
+    pads = [(dilation[i] * (kernel[i] - 1) - padding[i],
+             dilation[i] * (kernel[i] - 1) - padding[i] + output_padding[i]) for i in range(nd)]
+    y = lax.conv_general_dilated(x, wt, (1,) * nd, pads, lhs_dilation=stride, rhs_dilation=dilation,
+                                 feature_group_count=g, dimension_numbers=_SPATIAL[nd])
+    if b is not None:
+        y = y + b.reshape((1, -1) + (1,) * nd)
+    return y
+
+
+# ---------------------------------------------------------------- pooling
+def pool_out_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    """torch's pooling output length (ceil_mode drops a last window that would start in the right padding)."""
+    span = d * (k - 1) + 1
+    if ceil_mode:
+        out = -(-(size + 2 * p - span) // s) + 1
+        if (out - 1) * s >= size + p:
+            out -= 1
+        return out
+    return (size + 2 * p - span) // s + 1
+
+
+def _pool_pads(shape, kernel, stride, padding, dilation, ceil_mode):
+    outs, pads = [], []
+    for i, sz in enumerate(shape):
+        o = pool_out_size(sz, kernel[i], stride[i], padding[i], dilation[i], ceil_mode)
+        hi = (o - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1 - sz - padding[i]
+        outs.append(o)
+        pads.append((padding[i], max(hi, 0)))
+    return tuple(outs), pads
+
+
+def _lowest(dtype):
+    if jnp.issubdtype(dtype, jnp.floating):
+        return jnp.array(-jnp.inf, dtype)
+    return jnp.array(jnp.iinfo(dtype).min, dtype)
+
+
+def _crop(y, outs):
+    nd = len(outs)
+    return y[(Ellipsis,) + tuple(slice(0, o) for o in outs)] if y.shape[-nd:] != outs else y
+
+
+@op("max_pool", static=("kernel", "stride", "padding", "dilation", "ceil_mode"), dtypes="none")
+def _max_pool(x, *, kernel, stride, padding, dilation, ceil_mode):
+    """Max pooling over the trailing ``len(kernel)`` dims (padding is -inf, never selected)."""
+    nd = len(kernel)
+    lead = x.ndim - nd
+    outs, pads = _pool_pads(x.shape[lead:], kernel, stride, padding, dilation, ceil_mode)
+    y = lax.reduce_window(x, _lowest(x.dtype), lax.max, (1,) * lead + kernel, (1,) * lead + stride,
+                          [(0, 0)] * lead + pads, window_dilation=(1,) * lead + dilation)
+    return _crop(y, outs)
+
+
+@op("max_pool_with_indices", static=("kernel", "stride", "padding", "dilation", "ceil_mode"), dtypes="none")
+def _max_pool_with_indices(x, *, kernel, stride, padding, dilation, ceil_mode):
+    """Max pooling that also returns the flat index (over the input's spatial dims) of each maximum."""
+    nd = len(kernel)
+    lead = x.ndim - nd
+    sp = x.shape[lead:]
+    outs, pads = _pool_pads(sp, kernel, stride, padding, dilation, ceil_mode)
+    flat = x.reshape((-1, 1) + sp)
+    xp = jnp.pad(flat, ((0, 0), (0, 0)) + tuple(pads), constant_values=_lowest(x.dtype))
+    idx = jnp.arange(math.prod(sp), dtype=jnp.int32).reshape((1, 1) + sp)
+    ip = jnp.pad(idx, ((0, 0), (0, 0)) + tuple(pads), constant_values=-1)
+    cols, got = _patches(xp, kernel, stride, [(0, 0)] * nd, dilation)
+    icols, _ = _patches(ip, kernel, stride, [(0, 0)] * nd, dilation)
+    crop = (slice(None), slice(None), slice(None)) + tuple(slice(0, o) for o in outs)
+    cols, icols = cols[crop], icols[crop]
+    # first maximum wins, like torch; NaN counts as the maximum
+    key = jnp.where(jnp.isnan(cols), jnp.inf, cols) if jnp.issubdtype(x.dtype, jnp.floating) else cols
+    am = jnp.argmax(key, axis=2, keepdims=True)
+    vals = jnp.take_along_axis(cols, am, axis=2)[:, 0, 0]
+    inds = jnp.take_along_axis(icols, am, axis=2)[:, 0, 0]
+    lead_shape = x.shape[:lead]
+    return vals.reshape(lead_shape + outs), inds.reshape(lead_shape + outs).astype(_index_dtype())
+
+
+def _index_dtype():
+    return jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+
+
+@op("avg_pool", static=("kernel", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"),
+    dtypes="float")
+def _avg_pool(x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    """Average pooling with torch's divisor rules (padding counted or not; windows past the pad never)."""
+    nd = len(kernel)
+    lead = x.ndim - nd
+    sp = x.shape[lead:]
+    ones = (1,) * nd
+    outs, pads = _pool_pads(sp, kernel, stride, padding, ones, ceil_mode)
+    s = lax.reduce_window(x, jnp.array(0, x.dtype), lax.add, (1,) * lead + kernel, (1,) * lead + stride,
+                          [(0, 0)] * lead + pads)
+    s = _crop(s, outs)
+    if divisor_override is not None:
+        return s / jnp.asarray(divisor_override, x.dtype)
+    # the divisor depends only on static shapes: a numpy constant
+    div = np.ones((), np.float64)
+    for i in range(nd):
+        start = np.arange(outs[i]) * stride[i] - padding[i]
+        end = np.minimum(start + kernel[i], sp[i] + padding[i])
+        if not count_include_pad:
+            end = np.minimum(end, sp[i])
+            start = np.maximum(start, 0)
+        cnt = (end - start).astype(np.float64)
+        div = np.multiply.outer(div, cnt)
+    return s / jnp.asarray(div, x.dtype)
+
+
+def adaptive_bins(size: int, out: int) -> list[tuple[int, int]]:
+    """torch's adaptive pooling bins: ``[floor(i*size/out), ceil((i+1)*size/out))``."""
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
+@op("adaptive_avg_pool", static=("output_size",), dtypes="float")
+def _adaptive_avg_pool(x, *, output_size):
+    """Adaptive average pooling over the trailing ``len(output_size)`` dims, as one averaging matrix per dim."""
+    nd = len(output_size)
+    lead = x.ndim - nd
+    y = x
+    for i, o in enumerate(output_size):
+        size = x.shape[lead + i]
+        ax = lead + i
+        if o == 1:
+            y = jnp.mean(y, axis=ax, keepdims=True)
+            continue
+        if size % o == 0:
+            k = size // o
+            y = jnp.mean(y.reshape(y.shape[:ax] + (o, k) + y.shape[ax + 1:]), axis=ax + 1)
+            continue
+        m = np.zeros((size, o), np.float64)
+        for j, (a, b) in enumerate(adaptive_bins(size, o)):
+            m[a:b, j] = 1.0 / (b - a)
+        y = jnp.moveaxis(jnp.tensordot(y, jnp.asarray(m, y.dtype), axes=([ax], [0])), -1, ax)
+    return y
+
+
+# ---------------------------------------------------------------- normalization
+def _acc(x):
+    # statistics of half-precision inputs are accumulated in float32, like torch
+    return x.astype(jnp.float32) if x.dtype in (jnp.float16, jnp.bfloat16) else x
+
+
+def _affine(y, w, b, shape):
+    if w is not None:
+        y = y * w.reshape(shape)
+    if b is not None:
+        y = y + b.reshape(shape)
+    return y
+
+
+@op("batch_norm", static=("training", "eps", "update"), dtypes="float")
+def _batch_norm(x, weight, bias, running_mean, running_var, momentum, *, training, eps, update):
+    """Batch norm over every dim but 1.
+
+    Training normalises with the batch's biased variance; with ``update`` it also returns the new running
+    mean and running variance (``(1 - momentum) * running + momentum * batch``, batch variance unbiased),
+    as ``(y, new_mean, new_var)``. Eval normalises with the running statistics.
+    """
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    xa = _acc(x)
+    if training:
+        mean = jnp.mean(xa, axis=axes)
+        var = jnp.mean(jnp.square(xa - mean.reshape(shape)), axis=axes)
+    else:
+        mean, var = _acc(running_mean), _acc(running_var)
+    y = (xa - mean.reshape(shape)) * lax.rsqrt(var + eps).reshape(shape)
+    y = _affine(y, weight, bias, shape).astype(x.dtype)
+    if not (training and update):
+        return y
+    n = x.size // x.shape[1]
+    mean, var = lax.stop_gradient(mean), lax.stop_gradient(var)
+    m = jnp.asarray(momentum, running_mean.dtype)
+    new_mean = (1 - m) * running_mean + m * mean.astype(running_mean.dtype)
+    new_var = (1 - m) * running_var + m * (var * (n / max(n - 1, 1))).astype(running_var.dtype)
+    return y, new_mean, new_var
+
+
+@op("layer_norm", static=("ndim", "eps"), dtypes="float")
+def _layer_norm(x, weight, bias, *, ndim, eps):
+    """Normalise over the trailing ``ndim`` dims, then the elementwise affine."""
+    axes = tuple(range(x.ndim - ndim, x.ndim))
+    xa = _acc(x)
+    mean = jnp.mean(xa, axis=axes, keepdims=True)
+    xc = xa - mean
+    var = jnp.mean(jnp.square(xc), axis=axes, keepdims=True)
+    y = xc * lax.rsqrt(var + eps)
+    return _affine(y, weight, bias, x.shape[x.ndim - ndim:]).astype(x.dtype)
+
+
+@op("group_norm", static=("num_groups", "eps"), dtypes="float")
+def _group_norm(x, weight, bias, *, num_groups, eps):
+    """Normalise each of ``num_groups`` channel groups over (channels in group, spatial), per sample."""
+    n, c = x.shape[:2]
+    xa = _acc(x).reshape((n, num_groups, -1))
+    mean = jnp.mean(xa, axis=2, keepdims=True)
+    xc = xa - mean
+    var = jnp.mean(jnp.square(xc), axis=2, keepdims=True)
+    y = (xc * lax.rsqrt(var + eps)).reshape(x.shape)
+    return _affine(y, weight, bias, (1, c) + (1,) * (x.ndim - 2)).astype(x.dtype)
+
+
+@op("rms_norm", static=("ndim", "eps"), dtypes="float")
+def _rms_norm(x, weight, *, ndim, eps):
+    """``x / sqrt(mean(x**2) + eps) * weight`` over the trailing ``ndim`` dims."""
+    axes = tuple(range(x.ndim - ndim, x.ndim))
+    xa = _acc(x)
+    y = xa * lax.rsqrt(jnp.mean(jnp.square(xa), axis=axes, keepdims=True) + eps)
+    return _affine(y, weight, None, x.shape[x.ndim - ndim:]).astype(x.dtype)
+
+
+# ---------------------------------------------------------------- attention
+def _bias(mask, keep_if_true, dtype):
+    if mask is None:
+        return None
+    if mask.dtype == jnp.bool_:
+        keep = mask if keep_if_true else jnp.logical_not(mask)
+        return jnp.where(keep, jnp.zeros((), dtype), jnp.array(-jnp.inf, dtype))
+    return mask.astype(dtype)
+
+
+@op("attention", static=("dropout_p", "is_causal", "scale", "num_heads", "mask_keep", "need_weights",
+                         "average_weights"), dtypes="none")
+def _attention(q, k, v, attn_mask, key_padding_mask, seed, offset, *, dropout_p, is_causal, scale, num_heads,
+               mask_keep, need_weights, average_weights):
+    """Scaled dot-product attention ``softmax(q k^T * scale + mask) v``.
+
+    With ``num_heads=None`` q/k/v are ``(..., L, E)``/``(..., S, E)``/``(..., S, Ev)``. With ``num_heads=h``
+    they are batch-first packed ``(N, L, h*E)`` and the heads are split and merged inside (one kernel for
+    multi-head attention). ``attn_mask`` broadcasts to the scores; ``key_padding_mask`` is ``(N, S)``. Bool
+    masks mean "attend" when ``mask_keep`` (SDPA), "ignore" otherwise (MultiheadAttention). Without
+    ``need_weights`` a fully masked row gives zeros (torch's SDPA); with it, NaN like torch's explicit path.
+    Returns the output, or ``(output, weights)`` with ``need_weights``.
+    """
+    dt = q.dtype
+    if num_heads is not None:
+        n, lq = q.shape[:2]
+        s = k.shape[1]
+        q = q.reshape(n, lq, num_heads, -1).transpose(0, 2, 1, 3)
+        k = k.reshape(n, s, num_heads, -1).transpose(0, 2, 1, 3)
+        v = v.reshape(n, s, num_heads, -1).transpose(0, 2, 1, 3)
+    lq, s = q.shape[-2], k.shape[-2]
+    sc = (1.0 / math.sqrt(q.shape[-1])) if scale is None else scale
+    scores = jnp.einsum("...le,...se->...ls", q * jnp.asarray(sc, dt), k)
+    bias = _bias(attn_mask, mask_keep, scores.dtype)
+    if is_causal:
+        causal = jnp.where(jnp.tril(jnp.ones((lq, s), jnp.bool_)), 0.0, -jnp.inf).astype(scores.dtype)
+        bias = causal if bias is None else bias + causal
+    if key_padding_mask is not None:
+        kp = _bias(key_padding_mask, mask_keep, scores.dtype)[:, None, None, :]
+        bias = kp if bias is None else bias + kp
+    if bias is not None:
+        scores = scores + bias
+    if need_weights:
+        p = jax.nn.softmax(scores, axis=-1)
+    else:
+        mx = jnp.max(scores, axis=-1, keepdims=True)
+        mx = lax.stop_gradient(jnp.where(jnp.isfinite(mx), mx, jnp.zeros((), mx.dtype)))
+        e = jnp.exp(scores - mx)
+        den = jnp.sum(e, axis=-1, keepdims=True)
+        p = e / jnp.where(den == 0, jnp.ones((), den.dtype), den)
+    if dropout_p > 0.0:
+        keep = jax.random.bernoulli(key_of(seed, offset), 1.0 - dropout_p, p.shape)
+        p = jnp.where(keep, p / (1.0 - dropout_p), jnp.zeros((), p.dtype))
+    out = jnp.einsum("...ls,...se->...le", p, v)
+    if num_heads is not None:
+        out = out.transpose(0, 2, 1, 3).reshape(out.shape[0], lq, -1)
+    if not need_weights:
+        return out
+    if average_weights:
+        p = jnp.mean(p, axis=-3)
+    return out, p
