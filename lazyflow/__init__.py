@@ -31,6 +31,7 @@ from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set
 from . import graph
 from .graph import compile
 from . import nn, optim, utils
+from .amp import autocast
 
 bool = bool_  # noqa: A001  torch's name; the builtin stays reachable as builtins.bool
 
