@@ -1,9 +1,9 @@
 """``lazyflow.nn``: Module, Parameter, layers, losses, init and utilities with PyTorch's contracts."""
 
-from . import functional, modules
+from . import functional, init, modules, utils
 from .module import IncompatibleKeys, Module, RemovableHandle
 from .modules import *
 from .parameter import Buffer, Parameter
 
-__all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "IncompatibleKeys", "functional",
+__all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "IncompatibleKeys", "functional", "init", "utils",
            *modules.__all__]

@@ -1,10 +1,29 @@
 """The layer classes; each file lists its public names in ``__all__``."""
 
-from . import container, conv, normalization, pooling, transformer
+from . import (
+    activation,
+    container,
+    conv,
+    dropout,
+    flatten,
+    linear,
+    loss,
+    normalization,
+    pooling,
+    sparse,
+    transformer,
+)
+from .activation import *
 from .container import *
 from .conv import *
+from .dropout import *
+from .flatten import *
+from .linear import *
+from .loss import *
 from .normalization import *
 from .pooling import *
+from .sparse import *
 from .transformer import *
 
-__all__ = [n for m in (container, conv, normalization, pooling, transformer) for n in m.__all__]
+__all__ = [n for m in (container, linear, activation, loss, dropout, sparse, flatten, conv, pooling,
+                       normalization, transformer) for n in m.__all__]

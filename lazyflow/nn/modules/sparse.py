@@ -1,0 +1,112 @@
+"""``Embedding``: a lookup table of learnable vectors."""
+
+from __future__ import annotations
+
+from ..._creation import empty
+from ..._tensor import Tensor
+from ...autograd import no_grad
+from .. import functional as F
+from .. import init
+from ..module import Module
+from ..parameter import Parameter
+
+__all__ = ["Embedding"]
+
+
+class Embedding(Module):
+    """A table of ``num_embeddings`` vectors of size ``embedding_dim``, indexed by integer tensors.
+
+    Args:
+        num_embeddings: number of rows.
+        embedding_dim: size of each row.
+        padding_idx: a row initialised to zeros that never receives gradient (negative counts from the end).
+        max_norm: renormalise looked-up rows whose ``norm_type``-norm exceeds it (in place).
+        norm_type: the p of that norm.
+        scale_grad_by_freq: divide row gradients by their frequency in the batch.
+        sparse: accepted for compatibility; gradients are dense.
+        _weight: an initial weight of shape ``(num_embeddings, embedding_dim)`` instead of N(0, 1).
+        _freeze: create the weight with ``requires_grad=False``.
+    Attributes:
+        weight: ``(num_embeddings, embedding_dim)``, N(0, 1) with the padding row zeroed.
+    Raises:
+        IndexOutOfRangeError: ``padding_idx`` outside the table; (on call) an index outside it.
+        ShapeError: ``_weight`` of the wrong shape.
+    >>> lf.nn.Embedding(10, 3, padding_idx=0)(lf.tensor([[0, 2], [4, 9]])).shape
+    (2, 2, 3)
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False, _weight: Tensor | None = None, _freeze: bool = False, device=None,
+                 dtype=None) -> None:
+        from ..._core.errors import IndexOutOfRangeError, ShapeError
+
+        super().__init__()
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise IndexOutOfRangeError(f"Embedding: padding_idx must be within num_embeddings "
+                                           f"[{-num_embeddings}, {num_embeddings}), got {padding_idx}")
+            if padding_idx < 0:
+                padding_idx = num_embeddings + padding_idx
+        self.padding_idx = padding_idx
+        self.max_norm = max_norm
+        self.norm_type = norm_type
+        self.scale_grad_by_freq = scale_grad_by_freq
+        self.sparse = sparse
+        if _weight is None:
+            self.weight = Parameter(empty((num_embeddings, embedding_dim), device=device, dtype=dtype),
+                                    requires_grad=not _freeze)
+            self.reset_parameters()
+        else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ShapeError(f"Embedding: _weight must have shape [{num_embeddings}, {embedding_dim}], got "
+                                 f"{list(_weight.shape)}")
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    def reset_parameters(self) -> None:
+        """Re-draw the weight from N(0, 1) and zero the padding row."""
+        init.normal_(self.weight)
+        self._fill_padding_idx_with_zero()
+
+    def _fill_padding_idx_with_zero(self) -> None:
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx] = 0.0
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
+
+    def extra_repr(self) -> str:
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq is not False:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        if self.sparse is not False:
+            s += ", sparse=True"
+        return s
+
+    @classmethod
+    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True, padding_idx: int | None = None,
+                        max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                        sparse: bool = False) -> Embedding:
+        """An Embedding whose weight is ``embeddings`` (2-D), frozen unless ``freeze=False``.
+
+        Raises:
+            ShapeError: ``embeddings`` is not 2-D.
+        """
+        from ..._core.errors import ShapeError
+
+        if embeddings.ndim != 2:
+            raise ShapeError(f"Embeddings parameter is expected to be 2-dimensional, got shape "
+                             f"{list(embeddings.shape)}")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, _weight=embeddings, _freeze=freeze, padding_idx=padding_idx, max_norm=max_norm,
+                   norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)

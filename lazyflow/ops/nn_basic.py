@@ -1,0 +1,95 @@
+"""Primitives for the basic nn layers where a composite would cost several dispatches on the hot path
+(``nll_loss``, ``embedding`` with its sparse-style backward) or needs a kernel of its own (fused gradient
+clipping, orthogonal init, embedding renormalisation)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .random import key_of
+from .table import op
+
+
+def _embedding_bwd(vals, out, ct, *, padding_idx, scale_grad_by_freq):
+    weight, idx = vals
+    flat = idx.reshape(-1)
+    g = ct.reshape(-1, weight.shape[1]).astype(weight.dtype)
+    if scale_grad_by_freq:
+        counts = jnp.zeros((weight.shape[0],), weight.dtype).at[flat].add(1)
+        g = g / counts[flat][:, None]
+    if padding_idx is not None:
+        g = jnp.where((flat == padding_idx)[:, None], jnp.zeros((), g.dtype), g)
+    return jnp.zeros_like(weight).at[flat].add(g), None
+
+
+@op("embedding", static=("padding_idx", "scale_grad_by_freq"), dtypes="none", bwd=_embedding_bwd)
+def _embedding(weight, idx, *, padding_idx, scale_grad_by_freq):
+    # the rows at padding_idx never receive gradient; scale_grad_by_freq divides by the batch frequency
+    return jnp.take(weight, idx, axis=0)
+
+
+@op("embedding_renorm", static=("norm_type",), dtypes="none", differentiable=False)
+def _embedding_renorm(weight, idx, max_norm, *, norm_type):
+    used = jnp.zeros((weight.shape[0],), bool).at[idx.reshape(-1)].set(True)
+    norms = jnp.linalg.norm(weight, ord=norm_type, axis=1)
+    scale = jnp.where(used & (norms > max_norm), max_norm / (norms + 1e-7), 1.0)
+    return (weight * scale[:, None]).astype(weight.dtype)
+
+
+@op("nll_loss", static=("ignore_index", "reduction"), dtypes="none")
+def _nll_loss(logp, target, weight, *, ignore_index, reduction):
+    cdim = 0 if logp.ndim == 1 else 1
+    mask = target != ignore_index
+    safe = jnp.where(mask, target, 0)
+    picked = jnp.squeeze(jnp.take_along_axis(logp, jnp.expand_dims(safe, cdim), axis=cdim), cdim)
+    zero = jnp.zeros((), logp.dtype)
+    w = mask.astype(logp.dtype) if weight is None else jnp.where(mask, weight.astype(logp.dtype)[safe], zero)
+    loss = -picked * w
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / w.sum()
+
+
+def _vector_norm(g, p):
+    a = jnp.abs(g)
+    if p == float("inf"):
+        return a.max() if a.size else jnp.zeros((), g.dtype)
+    if p == 0:
+        return (a != 0).sum().astype(g.dtype)
+    if p == 1:
+        return a.sum()
+    if p == 2:
+        return jnp.sqrt((a * a).sum())
+    return (a ** p).sum() ** (1.0 / p)
+
+
+@op("clip_grad_norm", static=("norm_type",), dtypes="none", differentiable=False)
+def _clip_grad_norm(max_norm, *grads, norm_type):
+    # torch: the norm of the per-tensor norms, then one coefficient min(max_norm / (total + 1e-6), 1)
+    norms = jnp.stack([_vector_norm(g, norm_type).astype(jnp.result_type(*grads)) for g in grads])
+    total = _vector_norm(norms, norm_type)
+    coef = jnp.minimum(max_norm / (total + 1e-6), 1.0)
+    return (total, *[(g * coef.astype(g.dtype)).astype(g.dtype) for g in grads])
+
+
+@op("clip_grad_value", dtypes="none", differentiable=False)
+def _clip_grad_value(clip_value, *grads):
+    return tuple(jnp.clip(g, -clip_value, clip_value).astype(g.dtype) for g in grads)
+
+
+@op("orthogonal_into", dtypes="none", differentiable=False)
+def _orthogonal_into(x, seed, offset, gain):
+    rows = x.shape[0]
+    cols = x.size // rows
+    ft = x.dtype if jnp.issubdtype(x.dtype, jnp.floating) and x.dtype.itemsize >= 4 else jnp.float32
+    flat = jax.random.normal(key_of(seed, offset), (rows, cols), ft)
+    if rows < cols:
+        flat = flat.T
+    q, r = jnp.linalg.qr(flat)
+    q = q * jnp.sign(jnp.diagonal(r))[None, :]
+    if rows < cols:
+        q = q.T
+    return (q * gain).reshape(x.shape).astype(x.dtype)
