@@ -22,7 +22,7 @@ from jax import lax
 from .random import key_of
 from .table import op
 
-__all__ = ["CONV_LOWERINGS", "conv_lowering", "conv_out_size", "pool_out_size"]
+__all__ = ["CONV_LOWERING", "CONV_LOWERINGS", "adaptive_bins", "conv_lowering", "conv_out_size", "pool_out_size"]
 
 _SPATIAL = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW"), 3: ("NCDHW", "OIDHW", "NCDHW")}
 
@@ -88,6 +88,9 @@ def _conv_im2col(x, w, *, stride, padding, dilation, groups):
 
 
 CONV_LOWERINGS = {"xla": _conv_xla, "xla_nhwc": _conv_xla_nhwc, "im2col": _conv_im2col}
+# "auto" (choose by shape) or a key of CONV_LOWERINGS to force one lowering everywhere (tests, benchmarks);
+# the functional layer passes it as the op's static ``lowering``, so changing it never reuses a stale kernel
+CONV_LOWERING = "auto"
 
 
 def conv_lowering(x_shape, w_shape, stride, padding, dilation, groups) -> str:
@@ -353,21 +356,24 @@ def _bias(mask, keep_if_true, dtype):
     return mask.astype(dtype)
 
 
-@op("attention", static=("dropout_p", "is_causal", "scale", "num_heads", "mask_keep", "need_weights",
-                         "average_weights"), dtypes="none")
+@op("attention", static=("dropout_p", "is_causal", "scale", "num_heads", "seq_first", "mask_keep",
+                         "need_weights", "average_weights"), dtypes="none")
 def _attention(q, k, v, attn_mask, key_padding_mask, seed, offset, *, dropout_p, is_causal, scale, num_heads,
-               mask_keep, need_weights, average_weights):
+               seq_first, mask_keep, need_weights, average_weights):
     """Scaled dot-product attention ``softmax(q k^T * scale + mask) v``.
 
     With ``num_heads=None`` q/k/v are ``(..., L, E)``/``(..., S, E)``/``(..., S, Ev)``. With ``num_heads=h``
-    they are batch-first packed ``(N, L, h*E)`` and the heads are split and merged inside (one kernel for
-    multi-head attention). ``attn_mask`` broadcasts to the scores; ``key_padding_mask`` is ``(N, S)``. Bool
-    masks mean "attend" when ``mask_keep`` (SDPA), "ignore" otherwise (MultiheadAttention). Without
+    they are packed ``(N, L, h*E)`` (``(L, N, h*E)`` with ``seq_first``) and the heads are split and merged
+    inside (one kernel for multi-head attention; the output keeps the input's layout). ``attn_mask``
+    broadcasts to the scores; ``key_padding_mask`` is ``(N, S)``. Bool masks mean "attend" when
+    ``mask_keep`` (SDPA), "ignore" otherwise (MultiheadAttention). Without
     ``need_weights`` a fully masked row gives zeros (torch's SDPA); with it, NaN like torch's explicit path.
     Returns the output, or ``(output, weights)`` with ``need_weights``.
     """
     dt = q.dtype
     if num_heads is not None:
+        if seq_first:
+            q, k, v = (jnp.swapaxes(t, 0, 1) for t in (q, k, v))
         n, lq = q.shape[:2]
         s = k.shape[1]
         q = q.reshape(n, lq, num_heads, -1).transpose(0, 2, 1, 3)
@@ -399,6 +405,8 @@ def _attention(q, k, v, attn_mask, key_padding_mask, seed, offset, *, dropout_p,
     out = jnp.einsum("...ls,...se->...le", p, v)
     if num_heads is not None:
         out = out.transpose(0, 2, 1, 3).reshape(out.shape[0], lq, -1)
+        if seq_first:
+            out = jnp.swapaxes(out, 0, 1)
     if not need_weights:
         return out
     if average_weights:
