@@ -11,22 +11,36 @@ from .random import key_of
 from .table import op
 
 
-def _embedding_bwd(vals, out, ct, *, padding_idx, scale_grad_by_freq):
-    weight, idx = vals
-    flat = idx.reshape(-1)
-    g = ct.reshape(-1, weight.shape[1]).astype(weight.dtype)
+def _embedding_grad(weight, flat, g, padding_idx, scale_grad_by_freq):
+    g = g.reshape(-1, weight.shape[1]).astype(weight.dtype)
     if scale_grad_by_freq:
         counts = jnp.zeros((weight.shape[0],), weight.dtype).at[flat].add(1)
         g = g / counts[flat][:, None]
     if padding_idx is not None:
         g = jnp.where((flat == padding_idx)[:, None], jnp.zeros((), g.dtype), g)
-    return jnp.zeros_like(weight).at[flat].add(g), None
+    return jnp.zeros_like(weight).at[flat].add(g)
 
 
-@op("embedding", static=("padding_idx", "scale_grad_by_freq"), dtypes="none", bwd=_embedding_bwd)
+@op("embedding", static=("padding_idx", "scale_grad_by_freq"), dtypes="none")
 def _embedding(weight, idx, *, padding_idx, scale_grad_by_freq):
-    # the rows at padding_idx never receive gradient; scale_grad_by_freq divides by the batch frequency
-    return jnp.take(weight, idx, axis=0)
+    if padding_idx is None and not scale_grad_by_freq:
+        return jnp.take(weight, idx, axis=0)
+
+    # a custom VJP inside the implementation (not an OpDef rule), so graph mode's whole-program
+    # jax.vjp sees it too: the padding row gets no gradient, scale_grad_by_freq divides by frequency
+    @jax.custom_vjp
+    def lookup(w, i):
+        return jnp.take(w, i, axis=0)
+
+    def fwd(w, i):
+        return jnp.take(w, i, axis=0), (w, i)
+
+    def bwd(res, g):
+        w, i = res
+        return _embedding_grad(w, i.reshape(-1), g, padding_idx, scale_grad_by_freq), None
+
+    lookup.defvjp(fwd, bwd)
+    return lookup(weight, idx)
 
 
 @op("embedding_renorm", static=("norm_type",), dtypes="none", differentiable=False)
