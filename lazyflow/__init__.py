@@ -30,7 +30,7 @@ from . import autograd
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from . import graph
 from .graph import compile
-from . import nn, optim, utils
+from . import nn, optim, utils, distributed
 from .amp import autocast
 
 bool = bool_  # noqa: A001  torch's name; the builtin stays reachable as builtins.bool

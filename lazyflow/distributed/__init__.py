@@ -1,1 +1,16 @@
-"""(under construction)"""
+"""Beyond one device, in PyTorch/OneFlow terms over JAX's own engine (meshes, shardings, ``jax.distributed``).
+
+* Placement: ``Mesh``, ``shard(t, mesh, spec)``, ``replicate(t, mesh)``, ``t.to(sharding)``, ``t.sharding``,
+  ``t.is_sharded``. Eager ops on sharded tensors run as usual (JAX propagates shardings; the eager op cache key
+  includes each operand's placement).
+* Processes: ``init_process_group``, ``get_rank``, ``get_world_size``, ``barrier``, ``is_initialized``; the
+  launcher ``python -m lazyflow.distributed.run --nproc N script.py args...``.
+"""
+
+from __future__ import annotations
+
+from .placement import Mesh, NamedSharding, PartitionSpec, replicate, shard
+from .process_group import barrier, destroy_process_group, get_rank, get_world_size, init_process_group, is_initialized
+
+__all__ = ["Mesh", "NamedSharding", "PartitionSpec", "shard", "replicate", "init_process_group", "get_rank",
+           "get_world_size", "barrier", "is_initialized", "destroy_process_group"]
