@@ -121,10 +121,10 @@ class Module:
         d["_non_persistent_buffers_set"] = set()
         d["_modules"] = {}
         d["_forward_hooks"] = _HookDict()
-        d["_forward_hooks_with_kwargs"] = {}
-        d["_forward_hooks_always_called"] = {}
+        d["_forward_hooks_with_kwargs"] = _HookDict()
+        d["_forward_hooks_always_called"] = _HookDict()
         d["_forward_pre_hooks"] = _HookDict()
-        d["_forward_pre_hooks_with_kwargs"] = {}
+        d["_forward_pre_hooks_with_kwargs"] = _HookDict()
 
     def forward(self, *args, **kwargs):
         """The computation; every subclass defines it."""

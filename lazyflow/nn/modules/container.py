@@ -352,7 +352,7 @@ class ParameterList(Module):
         for k, p in enumerate(self):
             if isinstance(p, Tensor):
                 size_str = "x".join(str(s) for s in p.shape)
-                lines.append(f"  ({k}): Parameter containing: [{p.dtype.name} of size {size_str}]")
+                lines.append(f"  ({k}): Parameter containing: [{p.dtype!r} of size {size_str}]")
             else:
                 lines.append(f"  ({k}): Object of type: {type(p).__name__}")
         return "\n".join(lines)
@@ -438,7 +438,7 @@ class ParameterDict(Module):
         for k, p in self.items():
             if isinstance(p, Tensor):
                 size_str = "x".join(str(s) for s in p.shape)
-                lines.append(f"  ({k}): Parameter containing: [{p.dtype.name} of size {size_str}]")
+                lines.append(f"  ({k}): Parameter containing: [{p.dtype!r} of size {size_str}]")
             else:
                 lines.append(f"  ({k}): Object of type: {type(p).__name__}")
         return "\n".join(lines)
