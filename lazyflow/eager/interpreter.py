@@ -177,8 +177,14 @@ def _apply_general(op, args, statics):
 def apply_inplace(op, target, args, statics=()):
     """Run ``op`` and store its result into ``target`` (``args[0] is target``); returns ``target``."""
     grad_on = state.grad_enabled
-    # the target's own slot and getrefcount's argument are the only references: safe to donate
+    # the target's own slot and getrefcount's argument are the only references: safe to donate, unless the
+    # target is also a later operand (t.add_(t)): XLA refuses a donated buffer passed twice in one call
     donate = _getrefcount(target._value) <= 2
+    if donate:
+        for a in args[1:]:
+            if a is target:
+                donate = False
+                break
     if not target._rg:
         # fast path: nothing to record on the target; build the key without a list when all operands are plain
         key = [op, statics]
