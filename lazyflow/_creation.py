@@ -13,7 +13,7 @@ import numpy as np
 from ._core import dtypes as D
 from ._core.context import state
 from ._core.device import to_jax_device
-from ._core.errors import DTypeError, ShapeError
+from ._core.errors import DTypeError, OpError, ShapeError
 from ._tensor import Tensor, _make, _to_device
 from .ops.table import REGISTRY as R
 
@@ -53,7 +53,9 @@ def _finish(t: Tensor, device, requires_grad: bool) -> Tensor:
 
 
 def _infer_dtype(data):
-    """torch.tensor's dtype inference for Python data."""
+    """torch.tensor's dtype inference for Python data (numpy scalars and arrays keep their dtype)."""
+    if isinstance(data, (np.generic, np.ndarray)):
+        return None
     if isinstance(data, builtins.bool):
         return D.bool_
     if isinstance(data, builtins.int):
@@ -78,7 +80,7 @@ def _infer_dtype(data):
             elif isinstance(x, builtins.float):
                 kinds.add(D.get_default_dtype())
             else:
-                raise TypeError(f"tensor(): cannot convert element of type {type(x).__name__}")
+                raise DTypeError(f"tensor(): cannot convert an element of type {type(x).__name__} to a number")
         if not kinds:
             return D.get_default_dtype()
         r = None
@@ -90,9 +92,16 @@ def _infer_dtype(data):
 
 def _to_numpy(data):
     if isinstance(data, (list, tuple)):
-        return np.array([_to_numpy(x) for x in data]) if any(isinstance(x, (Tensor, list, tuple))
-                                                                for x in data) else np.array(data)
+        parts = [_to_numpy(x) for x in data]
+        shapes = {p.shape for p in parts}
+        if len(shapes) > 1:
+            raise ShapeError(f"tensor(): expected a rectangular nested sequence, got elements of shapes "
+                             f"{sorted(shapes, key=len)} at one level")
+        return np.array(parts) if parts else np.zeros((0,), np.float32)
     if isinstance(data, Tensor):
+        from ._tensor import _concrete
+
+        _concrete(data, "tensor(<Tensor>) inside a list")
         return np.asarray(data._value)
     return np.asarray(data)
 
@@ -123,12 +132,12 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
         d = _infer_dtype(data)
         if d is None:
             arr = np.asarray(data)
-            if arr.dtype == object:
-                raise TypeError(f"tensor(): cannot convert {type(data).__name__} to a tensor")
+            if arr.dtype == object or arr.dtype.kind in "USV":
+                raise DTypeError(f"tensor(): cannot convert {type(data).__name__} to a tensor")
             d = D.to_dtype(arr.dtype)
     arr = _to_numpy(data)
-    if arr.dtype == object:
-        raise TypeError(f"tensor(): cannot convert {type(data).__name__} (ragged or non-numeric) to a tensor")
+    if arr.dtype == object or arr.dtype.kind in "USV":
+        raise DTypeError(f"tensor(): cannot convert {type(data).__name__} (non-numeric) to a tensor")
     jd = d.to_jax()
     t = _make(jax.device_put(arr.astype(jd, copy=False), to_jax_device(device) if device is not None else None))
     return _finish(t, None, requires_grad)
@@ -146,7 +155,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
 def from_numpy(array: np.ndarray) -> Tensor:
     """A tensor from a numpy array (a copy: JAX buffers cannot alias numpy memory that may change)."""
     if not isinstance(array, np.ndarray):
-        raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
+        raise DTypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
     return tensor(array)
 
 
@@ -228,7 +237,10 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
     start, end, step = vals
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise OpError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise OpError(f"arange: upper bound and larger bound inconsistent with step sign (start={start}, "
+                      f"end={end}, step={step})")
     if dtype is None:
         dtype = D.get_default_dtype() if any(isinstance(v, builtins.float) for v in vals) else D.default_int()
     d = D.to_dtype(dtype)
@@ -240,13 +252,18 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     d = _fdtype(dtype)
+    if int(steps) < 0:
+        raise OpError(f"linspace: number of steps must be non-negative, got {steps}")
     t = _apply(R["linspace"], (builtins.float(start), builtins.float(end)), (int(steps), d))
     return _finish(t, device, requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """The identity matrix (``n`` x ``m``)."""
-    t = _apply(R["eye"], (), (int(n), int(n if m is None else m), _fdtype(dtype)))
+    m = n if m is None else m
+    if int(n) < 0 or int(m) < 0:
+        raise ShapeError(f"eye: n and m must be non-negative, got n={n}, m={m}")
+    t = _apply(R["eye"], (), (int(n), int(m), _fdtype(dtype)))
     return _finish(t, device, requires_grad)
 
 
@@ -254,36 +271,61 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
 class Generator:
     """A random-number generator owning a seed and an offset (``torch.Generator``).
 
-    Every random op folds ``(seed, offset)`` into a JAX key inside its kernel and advances the offset, so a
-    seeded sequence of random ops is reproducible in eager and graph mode alike.
+    Every random op folds ``(seed, offset)`` into a JAX key inside its kernel and advances the offset by one,
+    so a seeded sequence of random ops is reproducible, and no randomness is ever baked into a kernel.
+
+    Args:
+        device: accepted for torch compatibility (keys are device-independent).
+    >>> g = lf.Generator().manual_seed(0)
+    >>> lf.rand(2, generator=g)  # the same two numbers after every manual_seed(0)
     """
 
     def __init__(self, device=None):
+        from ._core.device import Device, default_device
+
+        self.device = default_device() if device is None else Device(device)
         self._seed = 67280421310721
         self._offset = 0
 
     def manual_seed(self, seed: int) -> Generator:
+        """Reset to ``seed`` (any int in ``[-2**63, 2**64)``); returns the generator.
+
+        Raises:
+            OpError: a seed outside that range.
+        """
         seed = int(seed)
         if not -(2 ** 63) <= seed < 2 ** 64:
-            raise ValueError(f"seed must be within [-2**63, 2**64), got {seed}")
+            raise OpError(f"manual_seed: seed must be within [-2**63, 2**64), got {seed}")
         self._seed = seed % 2 ** 64
         self._offset = 0
         return self
 
     def seed(self) -> int:
+        """Reseed from the operating system's entropy; returns the new seed."""
         s = int.from_bytes(os.urandom(8), "little") >> 1
         self.manual_seed(s)
         return s
 
     def initial_seed(self) -> int:
+        """The seed last set."""
         return self._seed
 
     def get_state(self) -> Tensor:
+        """The state as an int64 tensor ``[seed_hi, seed_lo, offset]`` (for :meth:`set_state`)."""
         return tensor([self._seed >> 32, self._seed & 0xFFFFFFFF, self._offset], dtype=D.int64)
 
-    def set_state(self, new_state) -> None:
-        hi, lo, off = (int(v) for v in (new_state.tolist() if isinstance(new_state, Tensor) else new_state))
+    def set_state(self, new_state) -> Generator:
+        """Restore a state from :meth:`get_state`; returns the generator.
+
+        Raises:
+            ShapeError: not a 3-element state.
+        """
+        vals = new_state.tolist() if isinstance(new_state, Tensor) else list(new_state)
+        if len(vals) != 3:
+            raise ShapeError(f"set_state expects the 3-element state returned by get_state, got {vals!r}")
+        hi, lo, off = (int(v) for v in vals)
         self._seed, self._offset = (hi << 32) | lo, off
+        return self
 
     def _next(self):
         hook = state.rng_hook
@@ -299,23 +341,27 @@ default_generator = Generator()
 
 
 def manual_seed(seed: int) -> Generator:
-    """Seed the default generator: every random op after it is reproducible."""
+    """Seed the default generator: every random op after it is reproducible. Returns the generator."""
     return default_generator.manual_seed(seed)
 
 
 def seed() -> int:
+    """Reseed the default generator non-deterministically; returns the seed."""
     return default_generator.seed()
 
 
 def initial_seed() -> int:
+    """The default generator's seed."""
     return default_generator.initial_seed()
 
 
 def get_rng_state() -> Tensor:
+    """The default generator's state (see :meth:`Generator.get_state`)."""
     return default_generator.get_state()
 
 
 def set_rng_state(new_state) -> None:
+    """Restore the default generator's state."""
     default_generator.set_state(new_state)
 
 
@@ -323,84 +369,138 @@ def _gen(generator):
     if generator is None:
         return default_generator
     if not isinstance(generator, Generator):
-        raise TypeError(f"generator must be a lazyflow.Generator, got {type(generator).__name__}")
+        raise DTypeError(f"generator must be a lazyflow.Generator, got {type(generator).__name__}")
     return generator
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Uniform samples on [0, 1)."""
+def _float_dtype(dtype, what):
     d = _fdtype(dtype)
     if not d.is_floating_point:
-        raise DTypeError(f"rand: expected a floating dtype, got {d}")
+        raise DTypeError(f"{what}: expected a floating dtype, got {d}")
+    d.to_jax()
+    return d
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Samples uniform on ``[0, 1)``: ``rand(2, 3)`` or ``rand((2, 3))``.
+
+    Args:
+        size: the shape.
+        generator: the :class:`Generator` to draw from (default: the global one, see :func:`manual_seed`).
+        dtype: a floating dtype (default float32).
+        device, requires_grad: as :func:`tensor`.
+    Raises:
+        DTypeError: a non-floating dtype.
+        ShapeError: a negative size.
+    """
+    d = _float_dtype(dtype, "rand")
     t = _apply(R["uniform"], (*_gen(generator)._next(), 0.0, 1.0), (_shape(size), d))
     return _finish(t, device, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples."""
-    d = _fdtype(dtype)
-    if not d.is_floating_point:
-        raise DTypeError(f"randn: expected a floating dtype, got {d}")
+    """Standard normal samples (same arguments as :func:`rand`)."""
+    d = _float_dtype(dtype, "randn")
     t = _apply(R["normal"], (*_gen(generator)._next(), 0.0, 1.0), (_shape(size), d))
     return _finish(t, device, requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad: bool = False) -> Tensor:
-    """Integers uniform on [low, high): ``randint(high, size)`` or ``randint(low, high, size)``."""
+    """Integers uniform on ``[low, high)``: ``randint(high, size)`` or ``randint(low, high, size)``.
+
+    Args:
+        low, high: the bounds (``low`` defaults to 0).
+        size: the shape (a tuple).
+        dtype: int64 by default; a floating dtype holds the integers as floats.
+    Raises:
+        OpError: ``low >= high``.
+    """
     if size is None:
         if high is None:
-            raise TypeError("randint() missing required argument 'size'")
+            raise OpError("randint() missing required argument 'size'")
         low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
+    low, high = int(low), int(high)
     if low >= high:
-        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+        raise OpError(f"randint: expected low < high, got low={low}, high={high}")
     d = D.default_int() if dtype is None else D.to_dtype(dtype)
-    t = _apply(R["randint"], (*_gen(generator)._next(), int(low), int(high)), (_shape((size,)), d))
+    gen = D.default_int() if d.is_floating_point or d is D.bool_ else d
+    t = _apply(R["randint"], (*_gen(generator)._next(), low, high), (_shape((size,)), gen))
+    if gen is not d:
+        t = t.to(d)
     return _finish(t, device, requires_grad)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """A random permutation of ``0 .. n-1``."""
+    """A random permutation of ``0 .. n-1`` (int64 by default).
+
+    Raises:
+        OpError: a negative ``n``.
+    """
+    if int(n) < 0:
+        raise OpError(f"randperm: n must be non-negative, got {n}")
     d = D.default_int() if dtype is None else D.to_dtype(dtype)
     return _finish(_apply(R["randperm"], _gen(generator)._next(), (int(n), d)), device, requires_grad)
 
 
 def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
-    return rand(input.shape, dtype=_like(input, dtype), device=device, requires_grad=requires_grad)
+    """:func:`rand` with ``input``'s shape (and dtype and device unless given)."""
+    return rand(input.shape, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad)
 
 
 def randn_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
-    return randn(input.shape, dtype=_like(input, dtype), device=device, requires_grad=requires_grad)
+    """:func:`randn` with ``input``'s shape (and dtype and device unless given)."""
+    return randn(input.shape, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad)
 
 
 def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None) -> Tensor:  # noqa: A002
+    """:func:`randint` with ``input``'s shape (and dtype and device unless given)."""
     if high is None:
         low, high = 0, low
-    return randint(low, high, input.shape, dtype=_like(input, dtype), device=device)
+    return randint(low, high, input.shape, dtype=_like(input, dtype), device=device or _dev(input))
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
            requires_grad: bool = False) -> Tensor:
-    """Normal samples: scalar mean/std with ``size``, or tensor mean/std (broadcast)."""
+    """Normal samples: scalar ``mean``/``std`` with ``size``, or tensor ``mean``/``std`` (broadcast).
+
+    As in torch, no gradient flows back into tensor ``mean``/``std``.
+
+    Raises:
+        OpError: a negative scalar ``std``, or scalar mean and std without ``size``.
+    """
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         shape = np.broadcast_shapes(getattr(mean, "shape", ()), getattr(std, "shape", ()))
         d = mean.dtype if isinstance(mean, Tensor) else std.dtype
+        if not d.is_floating_point:
+            raise DTypeError(f"normal expects floating mean/std tensors, got {d}")
+        if not isinstance(std, Tensor) and std < 0:
+            raise OpError(f"normal expects std >= 0.0, got std={std}")
         z = randn(shape, generator=generator, dtype=d, device=device)
-        return z * std + mean
+        m = mean.detach() if isinstance(mean, Tensor) else mean
+        s = std.detach() if isinstance(std, Tensor) else std
+        return _finish(z * s + m, None, requires_grad)
     if size is None:
-        raise TypeError("normal() with scalar mean and std needs size=")
+        raise OpError("normal() with scalar mean and std needs size=")
     if std < 0:
-        raise ValueError(f"normal expects std >= 0.0, got std={std}")
-    d = _fdtype(dtype)
+        raise OpError(f"normal expects std >= 0.0, got std={std}")
+    d = _float_dtype(dtype, "normal")
     t = _apply(R["normal"], (*_gen(generator)._next(), builtins.float(mean), builtins.float(std)),
                (_shape((size,)), d))
     return _finish(t, device, requires_grad)
 
 
-def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:  # noqa: A002
-    """Bernoulli samples with probabilities ``input`` (or a scalar ``p`` with input's shape)."""
+def bernoulli(input: Tensor, p: float | None = None, *, generator=None) -> Tensor:  # noqa: A002
+    """0/1 samples, 1 with probability ``input`` (elementwise), or with a scalar ``p`` in input's shape.
+
+    Returns:
+        A tensor of input's (floating) dtype; no gradient flows back into the probabilities.
+    Raises:
+        DTypeError: non-floating probabilities.
+    """
+    input = as_tensor(input)  # noqa: A001
     probs = input if p is None else full(input.shape, builtins.float(p), dtype=input.dtype)
     if not probs.dtype.is_floating_point:
         raise DTypeError(f"bernoulli expects floating probabilities, got {probs.dtype}")
@@ -409,11 +509,33 @@ def bernoulli(input: Tensor, p=None, *, generator=None) -> Tensor:  # noqa: A002
 
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,  # noqa: A002
                 generator=None) -> Tensor:
-    """Sample category indices from (unnormalised) probability rows."""
+    """Sample category indices (int64) from the non-negative weight rows of ``input`` (need not sum to 1).
+
+    Args:
+        input: a 1-D or 2-D tensor of weights.
+        num_samples: samples per row.
+        replacement: draw with replacement (else each category at most once per row).
+    Raises:
+        ShapeError: input not 1-D or 2-D.
+        OpError: more samples than categories without replacement, or negative/non-finite/all-zero weights
+            (checked in eager mode).
+    """
+    input = as_tensor(input)  # noqa: A001
     if input.ndim not in (1, 2):
-        raise ShapeError(f"multinomial expects a 1-D or 2-D probability tensor, got shape {input.shape}")
+        raise ShapeError(f"multinomial expects a 1-D or 2-D probability tensor, got shape {list(input.shape)}")
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"multinomial expects floating weights, got {input.dtype}")
+    if num_samples <= 0:
+        raise OpError(f"multinomial: num_samples must be positive, got {num_samples}")
     if not replacement and num_samples > input.shape[-1]:
-        raise ValueError(f"multinomial: cannot sample {num_samples} > {input.shape[-1]} categories "
-                         "without replacement")
+        raise OpError(f"multinomial: cannot sample {num_samples} > {input.shape[-1]} categories "
+                      "without replacement")
+    from ._tensor import _Tracer
+
+    if not isinstance(input._value, _Tracer):
+        w = np.asarray(input._value, np.float64)
+        if not np.all(np.isfinite(w)) or np.any(w < 0) or np.any(w.sum(-1) <= 0):
+            raise OpError("multinomial: probability weights must be finite, non-negative and have a positive "
+                          "sum per row")
     return _apply(R["multinomial"], (*_gen(generator)._next(), input.detach()),
                   (int(num_samples), builtins.bool(replacement)))

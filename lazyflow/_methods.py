@@ -1,55 +1,116 @@
-"""Attach the functional ops to Tensor as methods and operators (each op is written once, as a function)."""
+"""Attach the functional ops to Tensor as methods and operators (each op is written once, as a function),
+and print tensors the way torch does."""
 
 from __future__ import annotations
 
+import builtins
+import math
+
+import numpy as np
+
+from . import _creation as C
 from . import _functional as F
+from ._core import dtypes as D
 from ._core.context import state
-from ._tensor import Tensor
+from ._tensor import Tensor, _Tracer
 from .ops.table import REGISTRY as R
 
 _METHODS = [
     *F._UNARY, "round", "gelu", "softplus", "leaky_relu", "elu", "hardtanh", "nan_to_num", "add", "sub",
-    "mul", "div", "floor_divide", "remainder", "fmod", "pow", "atan2", "maximum", "minimum", "eq", "ne", "lt",
-    "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "clamp", "clip", "lerp", "addcmul", "addcdiv", "matmul", "mm", "bmm", "mv", "dot", "outer", "sum", "prod",
-    "mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "logsumexp", "norm", "all", "any",
-    "cumsum", "cumprod", "softmax", "log_softmax", "clone", "reshape", "view", "view_as", "reshape_as",
-    "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose", "t", "movedim", "moveaxis",
-    "expand", "expand_as", "broadcast_to", "repeat", "tile", "repeat_interleave", "split", "chunk",
-    "tensor_split", "unbind", "flip", "fliplr", "flipud", "roll", "gather", "take_along_dim", "scatter",
-    "scatter_add", "scatter_reduce", "index_select", "index_add", "masked_fill", "masked_select", "nonzero",
-    "argwhere", "sort", "argsort", "topk", "tril", "triu", "diagonal", "add_", "sub_", "mul_", "div_", "zero_",
-    "fill_", "copy_", "clamp_", "masked_fill_", "index_add_", "scatter_", "scatter_add_", "uniform_",
-    "normal_", "bernoulli_", "exponential_", "subtract", "multiply", "divide", "true_divide", "negative",
-    "absolute", "swapaxes", "swapdims", "greater", "less", "greater_equal", "less_equal", "not_equal",
-    "arcsin", "arccos", "arctan", "fix", "logsigmoid", "var_mean", "std_mean",
+    "mul", "div", "floor_divide", "remainder", "fmod", "pow", "atan2", "maximum", "minimum", "fmax", "fmin",
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "clamp", "clip", "lerp", "addcmul", "addcdiv",
+    "matmul", "mm", "bmm", "mv", "dot", "outer", "sum", "prod", "mean", "amax", "amin", "max", "min", "argmax",
+    "argmin", "var", "std", "logsumexp", "norm", "all", "any", "cumsum", "cumprod", "softmax", "log_softmax",
+    "clone", "reshape", "view", "view_as", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze",
+    "permute", "transpose", "t", "movedim", "moveaxis", "expand", "expand_as", "broadcast_to", "repeat", "tile",
+    "repeat_interleave", "split", "chunk", "tensor_split", "narrow", "unbind", "flip", "fliplr", "flipud",
+    "roll", "gather", "take_along_dim", "scatter", "scatter_add", "scatter_reduce", "index_select",
+    "index_add", "masked_fill", "masked_select", "nonzero", "argwhere", "sort", "argsort", "topk", "tril",
+    "triu", "diagonal", "add_", "sub_", "mul_", "div_", "zero_", "fill_", "copy_", "clamp_", "clip_",
+    "masked_fill_", "index_add_", "scatter_", "scatter_add_", "uniform_", "normal_", "bernoulli_",
+    "exponential_", "subtract", "multiply", "divide", "true_divide", "negative", "absolute", "swapaxes",
+    "swapdims", "greater", "less", "greater_equal", "less_equal", "not_equal", "arcsin", "arccos", "arctan",
+    "fix", "var_mean", "std_mean",
 ]
 for _n in _METHODS:
     setattr(Tensor, _n, getattr(F, _n))
 
 # in-place forms of elementwise ops (relu_, exp_, ...), one generic wrapper per op
-for _n in ["exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
-           "neg", "abs", "sign", "floor", "ceil", "trunc", "reciprocal", "square", "pow", "remainder",
-           "floor_divide", "fmod", "atan2", "maximum", "minimum", "lerp", "addcmul", "addcdiv", "erf", "silu",
-           "logical_not", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"]:
+for _n in [*(n for n in F._UNARY if n not in ("isnan", "isinf", "isfinite", "logsigmoid")), "pow",
+           "remainder", "floor_divide", "fmod", "atan2", "lerp", "eq", "ne", "lt", "le", "gt", "ge",
+           "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+           "bitwise_left_shift", "bitwise_right_shift"]:
     setattr(Tensor, _n + "_", F._ip(_n))
+Tensor.arcsin_, Tensor.arccos_, Tensor.arctan_, Tensor.negative_, Tensor.absolute_, Tensor.fix_ = (
+    Tensor.asin_, Tensor.acos_, Tensor.atan_, Tensor.neg_, Tensor.abs_, Tensor.trunc_)
+Tensor.multiply_, Tensor.divide_, Tensor.true_divide_, Tensor.subtract_ = (
+    Tensor.mul_, Tensor.div_, Tensor.div_, Tensor.sub_)
 
 
-def _addcmul_(self, t1, t2, *, value=1):
-    return state.interp.apply_inplace(R["addcmul"], self, (self, t1, t2), (value,))
+def _addcmul_(self: Tensor, tensor1, tensor2, *, value=1) -> Tensor:
+    """In-place :func:`lazyflow.addcmul`."""
+    return state.interp.apply_inplace(R["addcmul"], self, (self, tensor1, tensor2), (value,))
 
 
-def _addcdiv_(self, t1, t2, *, value=1):
-    return state.interp.apply_inplace(R["addcdiv"], self, (self, t1, t2), (value,))
+def _addcdiv_(self: Tensor, tensor1, tensor2, *, value=1) -> Tensor:
+    """In-place :func:`lazyflow.addcdiv`."""
+    return state.interp.apply_inplace(R["addcdiv"], self, (self, tensor1, tensor2), (value,))
 
 
-def _lerp_(self, end, weight):
-    return state.interp.apply_inplace(R["lerp"], self, (self, end, weight), ())
+def _round_(self: Tensor, *, decimals: int = 0) -> Tensor:
+    """In-place :func:`lazyflow.round`."""
+    return state.interp.apply_inplace(R["round"], self, (self,), (builtins.int(decimals),))
+
+
+def _where(self: Tensor, condition, y) -> Tensor:
+    """``self.where(condition, y)`` is ``lf.where(condition, self, y)``."""
+    return F.where(condition, self, y)
+
+
+def _bernoulli(self: Tensor, p=None, *, generator=None) -> Tensor:
+    """Samples with probabilities ``self`` (or a scalar ``p``); see :func:`lazyflow.bernoulli`."""
+    return C.bernoulli(self, p, generator=generator)
+
+
+def _multinomial(self: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
+    """Category samples from the rows of ``self``; see :func:`lazyflow.multinomial`."""
+    return C.multinomial(self, num_samples, replacement, generator=generator)
+
+
+def _new(creator):
+    def f(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+        return creator(*size, dtype=self.dtype if dtype is None else dtype, device=device or self.device,
+                       requires_grad=requires_grad)
+
+    f.__name__ = "new_" + creator.__name__
+    f.__doc__ = f"``lf.{creator.__name__}`` with this tensor's dtype and device unless given."
+    return f
+
+
+def _new_full(self: Tensor, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``lf.full`` with this tensor's dtype and device unless given."""
+    return C.full(size, fill_value, dtype=self.dtype if dtype is None else dtype, device=device or self.device,
+                  requires_grad=requires_grad)
+
+
+def _new_tensor(self: Tensor, data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``lf.tensor(data)`` with this tensor's dtype and device unless given."""
+    return C.tensor(data, dtype=self.dtype if dtype is None else dtype, device=device or self.device,
+                    requires_grad=requires_grad)
 
 
 Tensor.addcmul_ = _addcmul_
 Tensor.addcdiv_ = _addcdiv_
-Tensor.lerp_ = _lerp_
+Tensor.round_ = _round_
+Tensor.where = _where
+Tensor.bernoulli = _bernoulli
+Tensor.multinomial = _multinomial
+Tensor.new_zeros = _new(C.zeros)
+Tensor.new_ones = _new(C.ones)
+Tensor.new_empty = _new(C.empty)
+Tensor.new_full = _new_full
+Tensor.new_tensor = _new_tensor
 
 _ADD, _SUB, _MUL, _DIV, _MATMUL = R["add"], R["sub"], R["mul"], R["div"], R["matmul"]
 
@@ -67,7 +128,7 @@ def _binop(o, reflected=False):
 Tensor.__add__ = _binop(_ADD)
 Tensor.__radd__ = _binop(_ADD, True)
 Tensor.__sub__ = lambda self, other: F.sub(self, other)
-Tensor.__rsub__ = _binop(_SUB, True)
+Tensor.__rsub__ = lambda self, other: F.sub(other, self)
 Tensor.__mul__ = _binop(_MUL)
 Tensor.__rmul__ = _binop(_MUL, True)
 Tensor.__truediv__ = _binop(_DIV)
@@ -78,11 +139,15 @@ Tensor.__mod__ = _binop(R["remainder"])
 Tensor.__rmod__ = _binop(R["remainder"], True)
 Tensor.__pow__ = _binop(R["pow"])
 Tensor.__rpow__ = _binop(R["pow"], True)
+Tensor.__lshift__ = _binop(R["bitwise_left_shift"])
+Tensor.__rlshift__ = _binop(R["bitwise_left_shift"], True)
+Tensor.__rshift__ = _binop(R["bitwise_right_shift"])
+Tensor.__rrshift__ = _binop(R["bitwise_right_shift"], True)
 Tensor.__matmul__ = lambda self, other: F.matmul(self, other)
 Tensor.__rmatmul__ = lambda self, other: F.matmul(other, self)
-Tensor.__neg__ = F.neg  # noqa: F821 - generated
+Tensor.__neg__ = F.neg
 Tensor.__pos__ = lambda self: self
-Tensor.__abs__ = F.abs  # noqa: F821
+Tensor.__abs__ = F.abs
 Tensor.__eq__ = _binop(R["eq"])
 Tensor.__ne__ = _binop(R["ne"])
 Tensor.__lt__ = _binop(R["lt"])
@@ -92,13 +157,18 @@ Tensor.__ge__ = _binop(R["ge"])
 
 
 def _invert(self):
-    return F.logical_not(self) if self.dtype.name == "bool" else F.bitwise_not(self)  # noqa: F821
+    return F.logical_not(self) if self.dtype is D.bool_ else F.bitwise_not(self)
 
 
-def _logic(name, bool_name):
+def _both_bool(self, other) -> bool:
+    return self.dtype is D.bool_ and (other.dtype is D.bool_ if isinstance(other, Tensor)
+                                      else isinstance(other, builtins.bool))
+
+
+def _logic(name, bool_name, inplace=False):
     def f(self, other):
-        return getattr(F, bool_name)(self, other) if self.dtype.name == "bool" and (
-            not isinstance(other, Tensor) or other.dtype.name == "bool") else getattr(F, name)(self, other)
+        n = bool_name if _both_bool(self, other) else name
+        return getattr(Tensor, n + "_")(self, other) if inplace else getattr(F, n)(self, other)
     return f
 
 
@@ -106,14 +176,15 @@ Tensor.__invert__ = _invert
 Tensor.__and__ = Tensor.__rand__ = _logic("bitwise_and", "logical_and")
 Tensor.__or__ = Tensor.__ror__ = _logic("bitwise_or", "logical_or")
 Tensor.__xor__ = Tensor.__rxor__ = _logic("bitwise_xor", "logical_xor")
+Tensor.__iand__ = _logic("bitwise_and", "logical_and", True)
+Tensor.__ior__ = _logic("bitwise_or", "logical_or", True)
+Tensor.__ixor__ = _logic("bitwise_xor", "logical_xor", True)
 Tensor.__hash__ = lambda self: id(self)
 
 
 def _iop(name):
-    meth = getattr(Tensor, name)
-
     def f(self, other):
-        return meth(self, other)
+        return getattr(Tensor, name)(self, other)
     return f
 
 
@@ -124,3 +195,138 @@ Tensor.__itruediv__ = _iop("div_")
 Tensor.__ipow__ = _iop("pow_")
 Tensor.__imod__ = _iop("remainder_")
 Tensor.__ifloordiv__ = _iop("floor_divide_")
+Tensor.__ilshift__ = _iop("bitwise_left_shift_")
+Tensor.__irshift__ = _iop("bitwise_right_shift_")
+
+
+# ---------------------------------------------------------------- printing, as torch/_tensor_str.py does
+_PRECISION, _THRESHOLD, _EDGEITEMS, _LINEWIDTH = 4, 1000, 3, 80
+
+
+class _Formatter:
+    """Chooses one width and notation for every element, from the non-zero finite values (torch's rule)."""
+
+    def __init__(self, a: np.ndarray, floating: bool):
+        self.floating = floating
+        self.int_mode = True
+        self.sci_mode = False
+        self.max_width = 1
+        flat = a.reshape(-1)
+        if not floating:
+            for v in flat.tolist():
+                self.max_width = builtins.max(self.max_width, len(f"{v}"))
+            return
+        vals = flat.astype(np.float64)
+        nz = vals[np.isfinite(vals) & (vals != 0)]
+        if nz.size == 0:
+            return
+        mag = np.abs(nz)
+        lo, hi = mag.min(), mag.max()
+        self.int_mode = builtins.bool(np.all(nz == np.ceil(nz)))
+        self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+        for v in nz.tolist():
+            if self.sci_mode:
+                w = len(f"{v:.{_PRECISION}e}")
+            elif self.int_mode:
+                w = len(f"{v:.0f}") + 1
+            else:
+                w = len(f"{v:.{_PRECISION}f}")
+            self.max_width = builtins.max(self.max_width, w)
+
+    def format(self, v) -> str:
+        if self.floating:
+            if self.sci_mode:
+                s = f"{v:{self.max_width}.{_PRECISION}e}"
+            elif self.int_mode:
+                s = f"{v:.0f}" + ("" if math.isinf(v) or math.isnan(v) else ".")
+            else:
+                s = f"{v:.{_PRECISION}f}"
+        else:
+            s = f"{v}"
+        return (self.max_width - len(s)) * " " + s
+
+
+def _summarized(a: np.ndarray) -> np.ndarray:
+    if a.ndim == 0:
+        return a
+    if a.shape[0] > 2 * _EDGEITEMS:
+        a = np.concatenate([a[:_EDGEITEMS], a[-_EDGEITEMS:]])
+    if a.ndim == 1:
+        return a
+    return np.stack([_summarized(x) for x in a])
+
+
+def _vector_str(a, indent, summarize, fmt) -> str:
+    per_line = builtins.max(1, math.floor((_LINEWIDTH - indent) / (fmt.max_width + 2)))
+    if summarize and a.shape[0] > 2 * _EDGEITEMS:
+        data = [fmt.format(v) for v in a[:_EDGEITEMS].tolist()] + [" ..."] + [
+            fmt.format(v) for v in a[-_EDGEITEMS:].tolist()]
+    else:
+        data = [fmt.format(v) for v in a.tolist()]
+    lines = [", ".join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
+    return "[" + ("," + "\n" + " " * (indent + 1)).join(lines) + "]"
+
+
+def _array_str(a, indent, summarize, fmt) -> str:
+    if a.ndim == 0:
+        return fmt.format(a.item())
+    if a.ndim == 1:
+        return _vector_str(a, indent, summarize, fmt)
+    n = a.shape[0]
+    if summarize and n > 2 * _EDGEITEMS:
+        rows = [_array_str(a[i], indent + 1, summarize, fmt) for i in range(_EDGEITEMS)] + ["..."] + [
+            _array_str(a[i], indent + 1, summarize, fmt) for i in range(n - _EDGEITEMS, n)]
+    else:
+        rows = [_array_str(a[i], indent + 1, summarize, fmt) for i in range(n)]
+    return "[" + ("," + "\n" * (a.ndim - 1) + " " * (indent + 1)).join(rows) + "]"
+
+
+def _add_suffixes(body: str, suffixes, indent: int) -> str:
+    parts = [body]
+    last = len(body) - body.rfind("\n") + 1
+    for s in suffixes:
+        if last + len(s) + 2 > _LINEWIDTH:
+            parts.append(",\n" + " " * indent + s)
+            last = indent + len(s)
+        else:
+            parts.append(", " + s)
+            last += len(s) + 2
+    return "".join(parts) + ")"
+
+
+def _repr(self: Tensor) -> str:
+    """torch's printing: ``tensor([1.5000, 2.0000], dtype=lazyflow.float64, requires_grad=True)``."""
+    prefix = "tensor("
+    indent = len(prefix)
+    dt = self.dtype
+    if isinstance(self._value, _Tracer):
+        return f"tensor(<traced {dt.name} {list(self.shape)}>)"
+    suffixes = []
+    dev = self.device
+    if dev.type != "cpu":
+        suffixes.append(f"device='{dev}'")
+    if self.numel() == 0:
+        if self.ndim != 1:
+            suffixes.append(f"size={tuple(self.shape)}")
+        if dt is not D.get_default_dtype():
+            suffixes.append(f"dtype={dt!r}")
+        body = "[]"
+    else:
+        if dt not in (D.get_default_dtype(), D.int64, D.bool_):
+            suffixes.append(f"dtype={dt!r}")
+        a = np.asarray(self._value)
+        if not dt.is_floating_point and dt is not D.bool_:
+            a = a.astype(np.int64)
+        elif dt.is_floating_point:
+            a = a.astype(np.float64)
+        summarize = a.size > _THRESHOLD
+        fmt = _Formatter(_summarized(a) if summarize else a, dt.is_floating_point)
+        body = _array_str(a, indent, summarize, fmt)
+    if self._node is not None:
+        suffixes.append(f"grad_fn=<{self._node.name()}>")
+    elif self._rg:
+        suffixes.append("requires_grad=True")
+    return _add_suffixes(prefix + body, suffixes, indent)
+
+
+Tensor.__repr__ = Tensor.__str__ = _repr

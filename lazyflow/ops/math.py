@@ -23,8 +23,18 @@ for _name, _fn in {
     op(_name, dtypes="float")(_fn)
 
 # ---------------------------------------------------------------- unary, dtype kept
+def _sign(x):
+    return x if x.dtype == jnp.bool_ else jnp.sign(x)
+
+
+def _square(x):
+    if x.dtype == jnp.bool_:  # torch: bool ** 2 is int64
+        x = x.astype(D.default_int().to_jax())
+    return x * x
+
+
 for _name, _fn in {
-    "neg": jnp.negative, "abs": jnp.abs, "sign": jnp.sign, "square": jnp.square,
+    "neg": jnp.negative, "abs": jnp.abs, "sign": _sign, "square": _square,
     "relu": lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
 }.items():
     op(_name)(_fn)
@@ -124,6 +134,13 @@ def _fmod(a, b):
 
 @op("pow")
 def _pow(a, b):
+    if jnp.issubdtype(jnp.result_type(a), jnp.integer):
+        # integer powers: XLA leaves negative exponents undefined; torch gives 1/a**|b| truncated
+        a, b = jnp.broadcast_arrays(a, b)
+        neg = b < 0
+        r = jnp.power(a, jnp.where(neg, 0, b))
+        trunc = jnp.where(a == 1, 1, jnp.where(a == -1, jnp.where(b % 2 == 0, 1, -1), 0)).astype(r.dtype)
+        return jnp.where(neg, trunc, r)
     return jnp.power(a, b)
 
 
@@ -142,6 +159,16 @@ def _minimum(a, b):
     return jnp.minimum(a, b)
 
 
+@op("fmax")
+def _fmax(a, b):
+    return jnp.fmax(a, b)
+
+
+@op("fmin")
+def _fmin(a, b):
+    return jnp.fmin(a, b)
+
+
 for _name, _fn in {"eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal,
                    "gt": jnp.greater, "ge": jnp.greater_equal}.items():
     op(_name, differentiable=False)(_fn)
@@ -151,7 +178,8 @@ for _name, _fn in {"logical_and": jnp.logical_and, "logical_or": jnp.logical_or,
     op(_name, dtypes="none", differentiable=False)(_fn)
 
 for _name, _fn in {"bitwise_and": jnp.bitwise_and, "bitwise_or": jnp.bitwise_or,
-                   "bitwise_xor": jnp.bitwise_xor}.items():
+                   "bitwise_xor": jnp.bitwise_xor, "bitwise_left_shift": jnp.left_shift,
+                   "bitwise_right_shift": jnp.right_shift}.items():
     op(_name, dtypes="int_or_bool", differentiable=False)(_fn)
 
 
