@@ -239,7 +239,7 @@ def _real_key_families():
     for shape in itertools.permutations((2, 3, 4)):  # permuted dims
         _np_tensor(*shape).sum(dim=0)
     x = _np_tensor(2, 3, 4)
-    for p in itertools.permutations(range(3)):
+    for p in list(itertools.permutations(range(3)))[1:]:  # the identity permutation runs no op
         x.permute(*p)
     for dt in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.bool_):
         _np_tensor(2, 3, dtype=dt).reshape(6)  # every dtype
@@ -262,7 +262,7 @@ def test_keys_are_plain_tuples_with_distinct_well_spread_hashes():
     assert len({h % 4096 for h in hashes}) >= 0.9 * len(hashes)
     # permuted dims and permuted statics must not collide (an XOR/sum combiner would make them equal)
     perm_keys = [k for k in keys if k[0] is REGISTRY["permute"]]
-    assert len(perm_keys) == 6 and len({hash(k) for k in perm_keys}) == 6
+    assert len(perm_keys) == 5 and len({hash(k) for k in perm_keys}) == 5
 
 
 def _template(op_name):
