@@ -324,3 +324,14 @@ def test_normalize_matches_torch():
     for p, dim in ((2.0, 1), (1.0, 0)):
         np.testing.assert_allclose(F.normalize(lf.tensor(x), p=p, dim=dim).numpy(),
                                    torch.nn.functional.normalize(torch.tensor(x), p=p, dim=dim).numpy(), rtol=1e-6)
+
+
+def test_compiled_dropout_draws_fresh_masks_and_follows_eval():
+    d = nn.Dropout(0.5)
+    cd = lf.compile(d)
+    x = lf.ones(2000)
+    y1, y2 = cd(x).numpy(), cd(x).numpy()
+    assert set(np.unique(y1)) == {0.0, 2.0}
+    assert abs((y1 == 0).mean() - 0.5) < 0.05 and (y1 != y2).mean() > 0.3
+    d.eval()
+    np.testing.assert_array_equal(cd(x).numpy(), np.ones(2000))

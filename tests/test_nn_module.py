@@ -396,3 +396,21 @@ def test_module_state_is_only_in_parameters_and_buffers():
         for k, v in vars(layer).items():
             assert not isinstance(v, lf.Tensor), f"{type(layer).__name__}.{k} is a plain tensor attribute"
     assert set(modules.__all__) >= {"Linear", "Sequential", "CrossEntropyLoss", "Embedding", "Dropout"}
+
+
+def test_load_state_dict_and_conversion_keep_a_compiled_wrapper_valid():
+    lf.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    cm = lf.compile(m)
+    x = lf.randn(5, 3)
+    before = cm(x).numpy()
+    other = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    m.load_state_dict(other.state_dict())
+    after = cm(x).numpy()
+    assert not np.allclose(before, after)
+    np.testing.assert_allclose(after, other(x).numpy(), rtol=1e-6)
+    assert list(cm.state_dict()) == list(m.state_dict())
+    m.double()
+    out = cm(x.double())
+    assert out.dtype is lf.float64
+    np.testing.assert_allclose(out.numpy(), other.double()(x.double()).numpy(), rtol=1e-12)

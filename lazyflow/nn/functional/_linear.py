@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ... import _functional as _F
 from ..._core import dtypes as D
 from ..._core.context import state
 from ..._core.errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..._creation import _gen, bernoulli, full
-from ..._tensor import Tensor, _concrete
+from ..._tensor import Tensor, _concrete, _Tracer
 from ...autograd import no_grad
 from ...ops.table import REGISTRY as R
 
@@ -154,21 +156,22 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # 
 
 def _check_indices(index: Tensor, size: int, what: str, ignore: int | None = None) -> None:
     """Eager-only bounds check of integer indices (a traced index cannot be inspected)."""
-    from ..._tensor import _Tracer
-
-    if isinstance(index._value, _Tracer) or index.numel() == 0:
+    value = index._value
+    if isinstance(value, _Tracer) or value.size == 0:
         return
-    import numpy as np
-
-    a = np.asarray(index._value)
+    a = np.asarray(value)
+    lo, hi = a.min(), a.max()
+    if lo >= 0 and hi < size:
+        return
     if ignore is not None:
         a = a[a != ignore]
         if a.size == 0:
             return
-    lo, hi = int(a.min()), int(a.max())
-    if lo < 0 or hi >= size:
-        bad = hi if hi >= size else lo
-        raise IndexOutOfRangeError(f"{what}: index {bad} is out of range [0, {size})")
+        lo, hi = a.min(), a.max()
+        if lo >= 0 and hi < size:
+            return
+    bad = int(hi) if hi >= size else int(lo)
+    raise IndexOutOfRangeError(f"{what}: index {bad} is out of range [0, {size})")
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
