@@ -267,6 +267,10 @@ def test_wrong_input_shape_names_layer_expected_and_received():
         nn.Bilinear(3, 4, 2)(lf.ones(2, 3), lf.ones(2, 5))
     with pytest.raises(lf.ShapeError, match=r"linear.*\(\*, 4\)"):
         F.linear(lf.ones(3), lf.ones(2, 4))
+    with pytest.raises(lf.ShapeError, match=r"Unflatten\(dim=1, unflattened_size=\(2, 4\)\).*\[3, 6\]"):
+        nn.Unflatten(1, (2, 4))(lf.ones(3, 6))
+    with pytest.raises(lf.IndexOutOfRangeError, match=r"Flatten\(start_dim=2.*\[3\]"):
+        nn.Flatten(2)(lf.ones(3))
 
 
 def test_embedding_rejects_bad_indices():

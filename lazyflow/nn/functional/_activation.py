@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ... import _functional as _F
 from ..._core.context import state
+from ..._core.errors import ShapeError
 from ..._tensor import Tensor
 from ...ops.table import REGISTRY as R
 
@@ -181,8 +182,6 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:  # noqa: A002
     Raises:
         ShapeError: the size along ``dim`` is odd.
     """
-    from ..._core.errors import ShapeError
-
     if input.shape[dim] % 2:
         raise ShapeError(f"glu: halving dimension {dim} must be even, got size {input.shape[dim]} "
                          f"(input shape {list(input.shape)})")
