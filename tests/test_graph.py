@@ -1,0 +1,213 @@
+"""lf.nn.Graph: whole training steps as one program, checked against the same steps run eagerly."""
+
+import copy
+
+import numpy as np
+import pytest
+
+import lazyflow as lf
+from lazyflow import nn
+from lazyflow.nn import functional as F
+
+
+def _np(t):
+    return np.asarray(t.numpy())
+
+
+def _model(seed=0):
+    lf.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.Tanh(), nn.Linear(16, 3))
+
+
+def _data(n=8, seed=1):
+    rng = np.random.default_rng(seed)
+    return lf.tensor(rng.standard_normal((n, 6)).astype(np.float32)), lf.tensor(rng.integers(0, 3, n))
+
+
+class Step(nn.Graph):
+    def __init__(self, model, opt, sched=None, clip=None):
+        super().__init__()
+        self.model = model
+        self.clip = clip
+        self.add_optimizer(opt, lr_sch=sched)
+
+    def build(self, x, y):
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        if self.clip is not None:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+        return loss
+
+
+def _eager_step(model, opt, x, y, clip=None, sched=None):
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    if clip is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), clip)
+    opt.step()
+    opt.zero_grad()
+    if sched is not None:
+        sched.step()
+    return loss
+
+
+def _assert_same(m1, m2, rtol=1e-5, atol=1e-6):
+    s1, s2 = m1.state_dict(), m2.state_dict()
+    assert list(s1) == list(s2)
+    for k in s1:
+        np.testing.assert_allclose(_np(s1[k]), _np(s2[k]), rtol=rtol, atol=atol, err_msg=k)
+
+
+OPTS = {
+    "sgd_momentum": lambda p: lf.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-3, nesterov=True),
+    "adam": lambda p: lf.optim.Adam(p, lr=1e-2, weight_decay=1e-3),
+}
+
+
+@pytest.mark.parametrize("name", list(OPTS))
+def test_graph_matches_eager_over_20_steps(name):
+    m_e, m_g = _model(), _model()
+    o_e, o_g = OPTS[name](m_e.parameters()), OPTS[name](m_g.parameters())
+    step = Step(m_g, o_g, clip=1.0)
+    for i in range(20):
+        x, y = _data(seed=i)
+        le = _eager_step(m_e, o_e, x, y, clip=1.0)
+        lg = step(x, y)
+        np.testing.assert_allclose(lg.item(), le.item(), rtol=1e-5, atol=1e-6)
+    _assert_same(m_e, m_g)
+    se, sg = o_e.state_dict(), o_g.state_dict()
+    assert se["param_groups"] == sg["param_groups"]
+    assert list(se["state"]) == list(sg["state"])
+    for i in se["state"]:
+        assert list(se["state"][i]) == list(sg["state"][i])
+        for k in se["state"][i]:
+            np.testing.assert_allclose(_np(lf.as_tensor(se["state"][i][k])), _np(lf.as_tensor(sg["state"][i][k])),
+                                       rtol=1e-5, atol=1e-6, err_msg=f"{i}.{k}")
+    assert step.cache_info().compiles == 1
+    assert all(p.grad is None for p in m_g.parameters())
+
+
+def test_modes_mix_into_one_trajectory():
+    ref, mix = _model(), _model()
+    o_ref = lf.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    o_mix = lf.optim.SGD(mix.parameters(), lr=0.1, momentum=0.9)
+    step = Step(mix, o_mix)
+    for i in range(9):
+        x, y = _data(seed=i)
+        _eager_step(ref, o_ref, x, y)
+        if 3 <= i < 6:
+            step(x, y)
+        else:
+            _eager_step(mix, o_mix, x, y)
+    _assert_same(ref, mix)
+
+
+def test_scheduler_steps_without_recompiling():
+    m_e, m_g = _model(), _model()
+    o_e, o_g = lf.optim.SGD(m_e.parameters(), lr=0.2), lf.optim.SGD(m_g.parameters(), lr=0.2)
+    s_e = lf.optim.lr_scheduler.StepLR(o_e, step_size=2, gamma=0.5)
+    s_g = lf.optim.lr_scheduler.StepLR(o_g, step_size=2, gamma=0.5)
+    step = Step(m_g, o_g, sched=s_g)
+    for i in range(6):
+        x, y = _data(seed=i)
+        _eager_step(m_e, o_e, x, y, sched=s_e)
+        step(x, y)
+    assert o_g.param_groups[0]["lr"] == pytest.approx(0.2 * 0.5 ** 3)
+    _assert_same(m_e, m_g)
+    assert step.cache_info().compiles == 1
+
+
+def test_inference_graph_honours_eval_mode():
+    m = _model()
+    m.eval()
+
+    class Infer(nn.Graph):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def build(self, x):
+            return self.model(x)
+
+    x, _ = _data()
+    g = Infer(m)
+    np.testing.assert_allclose(_np(g(x)), _np(m(x)), rtol=1e-5, atol=1e-6)
+    assert "MODULE:model" in repr(g)
+
+
+def test_gradient_accumulation_equals_the_full_batch():
+    m_e, m_g = _model(), _model()
+    for mod in (m_e, m_g):
+        mod[1] = nn.LayerNorm(16)  # batch statistics would differ between micro-batches
+    o_e = lf.optim.SGD(m_e.parameters(), lr=0.1, momentum=0.9)
+    o_g = lf.optim.SGD(m_g.parameters(), lr=0.1, momentum=0.9)
+    step = Step(m_g, o_g)
+    step.config.set_gradient_accumulation_steps(4)
+    for i in range(3):
+        x, y = _data(n=8, seed=i)
+        _eager_step(m_e, o_e, x, y)
+        step(x, y)
+    _assert_same(m_e, m_g, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError):
+        step.config.set_gradient_accumulation_steps(0)
+
+
+def test_amp_keeps_float32_state_and_tracks_fp32():
+    m_a, m_f = _model(), _model()
+    o_a = lf.optim.SGD(m_a.parameters(), lr=0.05)
+    o_f = lf.optim.SGD(m_f.parameters(), lr=0.05)
+    sa, sf = Step(m_a, o_a), Step(m_f, o_f)
+    sa.config.enable_amp(dtype=lf.bfloat16)
+    x, y = _data()
+    la, lf32 = sa(x, y), sf(x, y)
+    assert la.dtype is lf.float32
+    assert abs(la.item() - lf32.item()) < 0.05
+    assert all(p.dtype is lf.float32 for p in m_a.parameters())
+    for p, q in zip(m_a.parameters(), m_f.parameters()):
+        np.testing.assert_allclose(_np(p), _np(q), atol=5e-3)
+
+
+def test_donation_never_invalidates_an_alias():
+    m = _model()
+    opt = lf.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    step = Step(m, opt)
+    x, y = _data()
+    step(x, y)
+    w = m[0].weight
+    alias = w.detach()
+    before = _np(alias).copy()
+    step(x, y)
+    np.testing.assert_array_equal(_np(alias), before)
+    assert not np.array_equal(_np(w), before)
+
+
+def test_build_errors_are_graph_errors():
+    class Bad(nn.Graph):
+        def __init__(self, model, what):
+            super().__init__()
+            self.model = model
+            self.what = what
+
+        def build(self, x):
+            out = self.model(x).sum()
+            if self.what == "item":
+                return out * out.item()
+            if self.what == "python":
+                return 1.0
+            if out > 0:
+                return out
+            return -out
+
+    x, _ = _data()
+    for what, pat in (("item", "item"), ("python", "float"), ("bool", "bool")):
+        with pytest.raises(lf.GraphError, match=pat):
+            Bad(_model(), what)(x)
+
+
+def test_debug_prints_compile_events(capsys):
+    m = _model()
+    step = Step(m, lf.optim.SGD(m.parameters(), lr=0.1))
+    step.debug(1)
+    step(*_data())
+    assert "compiled" in capsys.readouterr().out
+    assert copy.copy(step) is not None
