@@ -32,6 +32,9 @@ from . import graph
 from .graph import compile
 from . import nn, optim, utils, distributed
 from .amp import autocast
+from .graph.nn_graph import Graph as _Graph
+
+nn.Graph = _Graph  # lf.nn.Graph (defined in lazyflow.graph: it sits above nn and optim)
 
 bool = bool_  # noqa: A001  torch's name; the builtin stays reachable as builtins.bool
 

@@ -4,7 +4,8 @@ from .._core.errors import GraphError
 from .compile import CompiledFunction, CompileInfo
 from .trace import TraceInterpreter, Tracing
 
-__all__ = ["GraphError", "CompiledFunction", "CompileInfo", "TraceInterpreter", "Tracing", "compile"]
+__all__ = ["GraphError", "CompiledFunction", "CompileInfo", "TraceInterpreter", "Tracing", "compile", "Graph",
+           "GraphConfig", "CompiledModule"]
 
 
 def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, mode=None, options=None,  # noqa: A001
@@ -42,3 +43,15 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, 
     if not callable(model):
         raise TypeError(f"lf.compile expects an lf.nn.Module or a callable, got {type(model).__name__}")
     return CompiledFunction(model, **kw)
+
+
+def __getattr__(name):
+    if name in ("Graph", "GraphConfig"):
+        from . import nn_graph
+
+        return getattr(nn_graph, name)
+    if name == "CompiledModule":
+        from .module import CompiledModule
+
+        return CompiledModule
+    raise AttributeError(f"module 'lazyflow.graph' has no attribute {name!r}")
