@@ -35,8 +35,9 @@ class OpDef:
         dtypes: how operands are cast before ``impl``: ``"none"`` (as they are), ``"promote"`` (torch's
             result_type over all operands), ``"float"`` (promote, then integers/bool -> default float),
             or a callable ``(descs, statics) -> list[DType | None]``.
-        bwd: optional backward rule ``bwd(operands, out, cotangents, **statics) -> grads`` (one per
-            operand); without it the tape uses ``jax.vjp`` of the implementation.
+        bwd: optional backward rule ``bwd(operands, out, cotangent, **statics) -> grads`` (one per operand,
+            None for no gradient), attached with ``jax.custom_vjp``; without it, ``jax.vjp`` of the
+            implementation is the backward.
         differentiable: False for ops whose outputs never carry gradients (comparisons, argmax...).
     """
 
@@ -109,10 +110,16 @@ def _cast(x, dt):
 
 
 def specialize(op_def: OpDef, statics: tuple, descs: tuple) -> Callable:
-    """The pure function eager jits and graph mode calls: casts operands per the dtype rule, then impl."""
+    """The pure function eager jits and graph mode calls: casts operands per the dtype rule, then impl.
+
+    An op's backward rule is attached here with ``jax.custom_vjp``, so every differentiation of the function --
+    the eager tape, the graph tape, and ``jax.vjp`` of a whole compiled program -- uses the same rule.
+    """
     kw = dict(zip(op_def.static, statics))
     cdts = compute_dtypes(op_def, descs, statics)
     impl = partial(op_def.impl, **kw) if kw else op_def.impl
+    if op_def.bwd is not None:
+        impl = _with_rule(op_def, impl, kw)
     if all(c is None for c in cdts):
         return impl
 
@@ -120,6 +127,30 @@ def specialize(op_def: OpDef, statics: tuple, descs: tuple) -> Callable:
         return impl(*[_cast(x, c) for x, c in zip(xs, cdts)])
 
     return fn
+
+
+def _with_rule(op_def: OpDef, impl: Callable, kw: dict) -> Callable:
+    rule = op_def.bwd
+
+    @jax.custom_vjp
+    def f(*xs):
+        return impl(*xs)
+
+    def fwd(*xs):
+        out = impl(*xs)
+        return out, (xs, out)
+
+    def bwd(res, ct):
+        xs, out = res
+        grads = rule(list(xs), out, ct, **kw)
+        return tuple(None if g is None or not _is_float(x) else _match(g, x) for g, x in zip(grads, xs))
+
+    f.defvjp(fwd, bwd)
+    return f
+
+
+def _is_float(x) -> bool:
+    return x is not None and jnp.issubdtype(jnp.result_type(x), jnp.inexact)
 
 
 def diff_positions(descs) -> tuple[int, ...]:
@@ -134,14 +165,9 @@ def backward_fn(op_def: OpDef, statics: tuple, descs: tuple, diff: tuple[int, ..
     """
     fn = specialize(op_def, statics, descs)
     n = len(descs)
-    kw = dict(zip(op_def.static, statics))
 
     def bwd(*args):
         vals, cts = list(args[:n]), args[n:]
-        if op_def.bwd is not None:
-            out = fn(*vals)
-            grads = op_def.bwd(vals, out, cts if len(cts) > 1 else cts[0], **kw)
-            return tuple(_match(grads[i], vals[i]) for i in diff)
 
         def f(*dv):
             full = list(vals)
