@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 
 from .._core.context import state
 
@@ -26,15 +27,28 @@ class _Mode(contextlib.ContextDecorator):
         state.grad_enabled = self._prev
         return False
 
+    def _recreate_cm(self):
+        # a fresh object per decorated call (torch's clone()): recursive or concurrent calls of a decorated
+        # function must not overwrite each other's saved mode
+        return copy.copy(self)
 
-class no_grad(_Mode):
-    """Disable gradient recording: ``with lf.no_grad(): ...`` or ``@lf.no_grad()``."""
+
+class _NoParamMode(_Mode):
+    def __new__(cls, orig_func=None):
+        # torch also accepts the bare decorator: @lf.no_grad
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_NoParamMode):
+    """Disable gradient recording: ``with lf.no_grad(): ...``, ``@lf.no_grad()`` or ``@lf.no_grad``."""
 
     _mode = False
 
 
-class enable_grad(_Mode):
-    """Enable gradient recording inside a ``no_grad`` region."""
+class enable_grad(_NoParamMode):
+    """Enable gradient recording inside a ``no_grad`` region (also ``@lf.enable_grad()``/``@lf.enable_grad``)."""
 
     _mode = True
 
@@ -48,6 +62,7 @@ class inference_mode(_Mode):
 
 class set_grad_enabled(_Mode):
     """Set gradient recording on or off. Takes effect at once, and as a context manager restores it.
+    As a decorator it leaves the mode alone until the function is called (torch's behaviour).
 
     >>> with lf.set_grad_enabled(False):
     ...     y = x * 2
@@ -58,9 +73,13 @@ class set_grad_enabled(_Mode):
         self._mode = bool(mode)
         state.grad_enabled = self._mode
 
-    def __enter__(self):
-        return self
+    def __call__(self, func):
+        state.grad_enabled = self._prev  # undo the switch made by construction
+        return super().__call__(func)
 
-    def __exit__(self, *exc):
-        state.grad_enabled = self._prev
-        return False
+    def _recreate_cm(self):
+        return type(self)(self._mode)  # saves the mode in force at call time, then switches
+
+    def __enter__(self):
+        state.grad_enabled = self._mode
+        return self
