@@ -9,10 +9,4 @@ __all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "IncompatibleKeys
            *modules.__all__]
 
 
-def __getattr__(name: str):
-    # nn.Graph lives in lazyflow.graph (which imports nn.Module): resolved on first use to avoid the cycle
-    if name in ("Graph", "GraphConfig", "GraphInfo"):
-        from ..graph import nn_graph
-
-        return getattr(nn_graph, name)
-    raise AttributeError(f"module 'lazyflow.nn' has no attribute '{name}'")
+# lf.nn.Graph is defined in lazyflow.graph (above nn and optim) and attached by lazyflow/__init__.py.
