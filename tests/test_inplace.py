@@ -387,6 +387,24 @@ def test_clone_then_update_the_source_in_place():
     np.testing.assert_allclose(y.grad.numpy(), np.asarray(gy), rtol=1e-12)
 
 
+def test_inplace_on_an_output_of_a_multi_output_op():
+    x = lf.tensor(X0, requires_grad=True)
+    a, b = x.split(2)
+    a.mul_(3.0)
+    v, _ = (x * x).max(dim=0, keepdim=True)
+    v.add_(b.sum())
+    loss = (a * a).sum() + (b * 2.0).sum() + v.sum()
+
+    def ref(x):
+        a, b = x[:2] * 3.0, x[2:]
+        v = (x * x).max(axis=0, keepdims=True) + b.sum()
+        return (a * a).sum() + (b * 2.0).sum() + v.sum()
+
+    loss.backward()
+    np.testing.assert_allclose(loss.item(), float(ref(jnp.asarray(X0))), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), np.asarray(jax.grad(ref)(jnp.asarray(X0))), rtol=1e-12)
+
+
 def test_inplace_on_non_leaf_sets_grad_fn_to_the_inplace_op():
     x = lf.tensor(X0, requires_grad=True)
     h = x.exp()
