@@ -41,3 +41,4 @@ bool = bool_  # noqa: A001  torch's name; the builtin stays reachable as builtin
 __version__ = "0.1.0"
 
 __all__ = [n for n in dir() if not n.startswith("_")]
+from .checkpoint import load, save  # noqa: E402
