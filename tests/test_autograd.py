@@ -378,6 +378,24 @@ def test_autograd_grad_unused_input():
     _close(gx.numpy(), np.full(X0.shape, 2.0))
 
 
+def test_autograd_grad_with_respect_to_an_intermediate_and_a_leaf():
+    x = _t(XD)
+    h = x * x
+    gh, gx = lf.autograd.grad(lf.sin(h).sum(), [h, x])
+    _close(gh.numpy(), np.cos(XD * XD))
+    _close(gx.numpy(), jax.grad(lambda x: jnp.sin(x * x).sum())(XD))
+    assert h.grad is None and x.grad is None
+
+
+def test_autograd_backward_function_with_several_roots():
+    x = _t(X0)
+    y1, y2 = lf.sin(x), (x * x).sum(dim=1)
+    g1, g2 = RNG.standard_normal(X0.shape), RNG.standard_normal(3)
+    lf.autograd.backward([y1, y2], [lf.tensor(g1), lf.tensor(g2)])
+    _, pull = jax.vjp(lambda x: (jnp.sin(x), (x * x).sum(axis=1)), X0)
+    _close(x.grad.numpy(), pull((g1, g2))[0])
+
+
 def test_autograd_grad_of_input_not_requiring_grad_raises():
     x = _t(X0)
     with pytest.raises(lf.AutogradError, match="does not require grad"):
