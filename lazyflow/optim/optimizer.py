@@ -1,0 +1,513 @@
+"""The ``Optimizer`` base class: torch's API as a stateful shell around a pure update function.
+
+Hooks shared by eager ``step()`` and graph mode (``lf.nn.Graph`` compiles the same update inside its
+training-step program):
+
+* ``_update(hyper, params, grads, states) -> (new_params, new_states)`` -- PURE, over lists of JAX arrays.
+  ``hyper`` maps each hyperparameter name to a number or a JAX tracer (``lr``, ``momentum``, ``betas``,
+  ``eps``, ...) and each static flag name to a Python value (``nesterov``, ``amsgrad``, ``maximize``, and
+  derived flags such as ``has_momentum``). ``states[i]`` maps torch's state names (``"step"``,
+  ``"momentum_buffer"``, ``"exp_avg"``...) to arrays; the returned state dicts may hold keys the input
+  lacked (SGD creates its momentum buffer on the first step, like torch). It must depend only on its
+  arguments: eager mode caches the traced program per (class, static flags).
+* ``_split_hyper(group) -> (dynamic, static)``: the group's hyperparameters as a dict of values to pass
+  as (traceable) arguments, and a hashable tuple of ``(name, value)`` static flags. ``_hyper(group)``
+  merges them into the dict ``_update`` takes.
+* ``_init_state(group_index, params=None)``: create the state entries torch creates before its update
+  (Adam's ``step``/``exp_avg``/``exp_avg_sq``...), for ``params`` (default: the group's parameters that
+  have a gradient) that have none yet.
+* ``_group_arrays(group, params=None) -> (plist, param_arrays, grad_arrays, state_arrays)``: the
+  Parameter objects that take part (default: those with a gradient) and their arrays.
+* ``_write_back(plist, new_params, new_states)``: store results into the SAME Parameter and state Tensor
+  objects (``_value`` replaced, ``_version`` bumped; new state keys become new Tensors).
+
+Eager ``step()`` is: for each group, ``_init_state``; ``_group_arrays``; one jitted call of ``_update``
+(hyperparameters passed as arguments, so changing ``param_groups[i]["lr"]`` never recompiles; parameter
+and state buffers donated when nothing else references them); ``_write_back``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import sys
+import threading
+import warnings
+from collections import defaultdict, namedtuple
+from itertools import chain
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._core import dtypes as D
+from .._core.errors import ShapeError
+from .._tensor import Tensor, _make, _meta_of
+from ..autograd import enable_grad
+
+__all__ = ["Optimizer", "required", "cache_info", "clear_cache"]
+
+_Tracer = jax.core.Tracer
+_getrefcount = sys.getrefcount
+
+
+class _RequiredParameter:
+    """Singleton marking a hyperparameter every param group must specify."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+CacheInfo = namedtuple("CacheInfo", "traces entries")
+
+
+class _Stats:
+    traces = 0
+
+
+_stats = _Stats()
+_programs: dict = {}
+_owner = threading.local()
+
+
+def cache_info() -> CacheInfo:
+    """Counters of the eager optimizer-program cache.
+
+    Returns:
+        ``CacheInfo(traces, entries)``: how many times an ``_update`` was traced (each trace is followed
+        by one XLA compilation) and how many jitted programs exist (one per class, static flags and
+        donation choice; each holds its own per-shape compilations).
+    """
+    return CacheInfo(_stats.traces, len(_programs))
+
+
+def clear_cache() -> None:
+    """Drop every cached optimizer program and reset the counters."""
+    _programs.clear()
+    _stats.traces = 0
+
+
+def _program(cls, static: tuple, donate: bool):
+    key = (cls, static, donate)
+    fn = _programs.get(key)
+    if fn is None:
+        flags = dict(static)
+
+        def run(dynamic, params, grads, states):
+            _stats.traces += 1
+            return _owner.opt._update({**dynamic, **flags}, params, grads, states)
+
+        fn = _programs[key] = jax.jit(run, donate_argnums=(1, 3) if donate else ())
+    return fn
+
+
+def _dynamic_value(name: str, v):
+    if isinstance(v, Tensor):
+        return v._value
+    if isinstance(v, (builtins.bool, np.bool_)):
+        return builtins.float(v)
+    if isinstance(v, (builtins.int, builtins.float, np.integer, np.floating)):
+        return builtins.float(v)
+    if isinstance(v, (tuple, list)):
+        return tuple(_dynamic_value(name, x) for x in v)
+    if isinstance(v, (jax.Array, _Tracer)):
+        return v
+    raise TypeError(f"optimizer hyperparameter {name!r} must be a number, a tuple of numbers or a 0-d "
+                    f"Tensor, got {type(v).__name__}")
+
+
+def _state_array(like: Tensor, fill: builtins.float = 0.0):
+    """A new array shaped, typed and placed like ``like`` (filled with ``fill``)."""
+    v = like._value
+    if isinstance(v, _Tracer):
+        return jnp.full(v.shape, fill, v.dtype)
+    return jnp.full(v.shape, fill, v.dtype, device=v.sharding)
+
+
+def _scalar_state(value: builtins.float = 0.0):
+    """torch's ``state["step"]``: a 0-d float32 tensor (float64 when that is the default dtype)."""
+    d = D.float64 if D.get_default_dtype() is D.float64 else D.float32
+    return _make(jnp.asarray(value, d.to_jax()))
+
+
+def _check_lr(lr) -> None:
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError(f"Tensor lr must be 1-element, got shape {list(lr.shape)}")
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr} (expected lr >= 0)")
+
+
+def _check_nonneg(what: str, value) -> None:
+    if not 0.0 <= value:
+        raise ValueError(f"Invalid {what}: {value} (expected >= 0)")
+
+
+def _check_betas(betas) -> None:
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+    for i, b in enumerate(betas):
+        if not 0.0 <= b < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {b} (expected 0 <= beta < 1)")
+
+
+def _check_flags(differentiable: bool, foreach, fused) -> None:
+    if differentiable:
+        raise ValueError("differentiable=True is not supported: lazyflow's optimizer step is not recorded "
+                         "by autograd")
+    if fused and foreach:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
+class Optimizer:
+    """Base class of all optimizers (``torch.optim.Optimizer``).
+
+    Subclasses set ``_dynamic`` (group keys passed to ``_update`` as traceable values), ``_static`` (group
+    keys passed as static flags), optionally ``_derived_static(group)``, ``_state_keys`` (state names
+    that must be shaped like their parameter, validated by ``load_state_dict``), ``_new_state(p, group)``
+    and the pure ``_update``. See the module docstring for the contract graph mode relies on.
+
+    Args:
+        params: an iterable of Tensors, of ``(name, Tensor)`` pairs, or of dicts defining param groups.
+        defaults: default hyperparameters, used for groups that do not set them.
+    Raises:
+        TypeError: ``params`` is a single Tensor or contains a non-Tensor.
+        ValueError: an empty parameter list, a non-leaf Tensor, or a parameter in two groups.
+    """
+
+    _dynamic: tuple[str, ...] = ()
+    _static: tuple[str, ...] = ()
+    _state_keys: tuple[str, ...] | None = None
+    _scalar_state_keys: tuple[str, ...] = ("step",)
+
+    def __init__(self, params, defaults: dict[str, Any]) -> None:
+        self.defaults = defaults
+        self.state: defaultdict = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or "
+                            f"dicts, but got a Tensor of shape {list(params.shape)}; wrap it in a list")
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for group in param_groups:
+            self.add_param_group(group)
+
+    # ------------------------------------------------------------------ torch's public API
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a parameter group (a dict with ``"params"`` and optional hyperparameter overrides).
+
+        Args:
+            param_group: the group; missing hyperparameters take the optimizer's defaults.
+        Raises:
+            TypeError: not a dict, params given as a set, or a non-Tensor parameter.
+            ValueError: a required hyperparameter is missing, a non-leaf Tensor, or a parameter already
+                in another group.
+        """
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        param_group = dict(param_group)
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the "
+                            "ordering of tensors in sets will change between runs. Please use a list instead.")
+        else:
+            params = list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        params = [p[1] if isinstance(p, tuple) else p for p in params]
+        if names:
+            if len(names) != len(params):
+                raise ValueError("all optimizer params should be with/without names. Some param names are missing")
+            param_group["param_names"] = names
+        param_group["params"] = params
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+            if not (p.is_leaf or p.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
+            param_group.setdefault(name, default)
+        if len({id(p) for p in params}) != len(params):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
+                          "cause an error", stacklevel=3)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        if self.param_groups and ("param_names" in param_group) != ("param_names" in self.param_groups[0]):
+            raise ValueError("all optimizer param groups should be with/without names.")
+        self.param_groups.append(param_group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all optimized parameters.
+
+        Args:
+            set_to_none: set ``.grad`` to None (default) instead of filling it with zeros.
+        """
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    g = p.grad
+                    if g._node is not None:
+                        g.detach_()
+                    else:
+                        g._rg = False
+                    g.zero_()
+
+    def step(self, closure=None):
+        """Perform one optimization step: one compiled update per parameter group.
+
+        Args:
+            closure: optional callable that re-evaluates the model and returns the loss (run with
+                gradients enabled).
+        Returns:
+            The closure's result, or None.
+        """
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for index, group in enumerate(self.param_groups):
+            plist = self._params_with_grad(group)
+            if not plist:
+                continue
+            self._init_state(index, plist)
+            plist, params, grads, states = self._group_arrays(group, plist)
+            dynamic, static = self._split_hyper(group)
+            donate = _donatable(params, states)
+            fn = _program(type(self), static, donate)
+            _owner.opt = self
+            try:
+                new_params, new_states = fn(dynamic, params, grads, states)
+            finally:
+                _owner.opt = None
+            del params, states
+            self._write_back(plist, new_params, new_states)
+        return loss
+
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer state in torch's layout.
+
+        Returns:
+            ``{"state": {index: {name: Tensor}}, "param_groups": [{...hyperparameters..., "params":
+            [indices]}]}`` where indices number the parameters in group order. State tensors are
+            snapshots (later steps never change them) that share memory with the optimizer's arrays.
+        """
+        mapping: dict[int, int] = {}
+        start = 0
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            for i, p in enumerate(g["params"], start):
+                mapping.setdefault(id(p), i)
+            packed["params"] = [mapping[id(p)] for p in g["params"]]
+            start += len(packed["params"])
+            groups.append(packed)
+        state = {}
+        for p, s in self.state.items():
+            key = mapping[id(p)] if isinstance(p, Tensor) else p
+            state[key] = {k: (_make(v._value, v._meta) if isinstance(v, Tensor) else v) for k, v in s.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a state produced by ``state_dict()`` (of lazyflow, or torch's with arrays as numpy).
+
+        Values may be lazyflow Tensors, numpy arrays or anything ``numpy.asarray`` accepts; floating
+        state is cast to its parameter's dtype and placement, ``"step"`` keeps its dtype.
+
+        Args:
+            state_dict: ``{"state": ..., "param_groups": ...}``.
+        Raises:
+            ValueError: a missing section, a different number of groups or of parameters in a group, state
+                for an unknown parameter index, or a state name this optimizer does not use.
+            ShapeError: a state array whose shape differs from its parameter's.
+        """
+        if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
+            got = sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__
+            raise ValueError(f"expected an optimizer state dict with keys 'state' and 'param_groups', got {got}")
+        saved_groups = copy.deepcopy(state_dict["param_groups"])
+        groups = self.param_groups
+        if len(groups) != len(saved_groups):
+            raise ValueError(f"loaded state dict has {len(saved_groups)} parameter groups, but the optimizer has "
+                             f"{len(groups)}")
+        for i, (g, s) in enumerate(zip(groups, saved_groups)):
+            if len(g["params"]) != len(s["params"]):
+                raise ValueError(f"loaded state dict contains a parameter group that doesn't match the size of "
+                                 f"optimizer's group: group {i} has {len(s['params'])} parameters in the state "
+                                 f"dict and {len(g['params'])} in the optimizer")
+        id_map = dict(zip(chain.from_iterable(s["params"] for s in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+        state: defaultdict = defaultdict(dict)
+        for k, values in state_dict["state"].items():
+            if k not in id_map:
+                raise ValueError(f"loaded state dict has state for parameter index {k!r}, but its param_groups "
+                                 f"list only indices {sorted(id_map, key=str)}")
+            p = id_map[k]
+            if not isinstance(values, dict):
+                raise ValueError(f"state of parameter {k} must be a dict, got {type(values).__name__}")
+            state[p] = {name: self._load_value(p, k, name, v) for name, v in values.items()}
+        new_groups = []
+        for g, s in zip(groups, saved_groups):
+            s["params"] = g["params"]
+            if "param_names" in g and "param_names" not in s:
+                s["param_names"] = g["param_names"]
+            for name, default in self.defaults.items():
+                s.setdefault(name, default)
+            self._fix_loaded_group(s)
+            new_groups.append(s)
+        self.state = state
+        self.param_groups = new_groups
+
+    def __repr__(self) -> str:
+        out = self.__class__.__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            out += f"\nParameter Group {i}\n"
+            for key in sorted(group):
+                if key != "params":
+                    out += f"    {key}: {group[key]}\n"
+        return out + ")"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    # ------------------------------------------------------------------ hooks (see module docstring)
+    def _update(self, hyper: dict, params: list, grads: list, states: list[dict]) -> tuple[list, list]:
+        raise NotImplementedError(f"{type(self).__name__} must implement _update")
+
+    def _new_state(self, p: Tensor, group: dict) -> dict[str, Tensor]:
+        """The state torch creates for ``p`` before its first update (empty by default)."""
+        return {}
+
+    def _derived_static(self, group: dict) -> dict[str, Any]:
+        """Static flags computed from the group (e.g. ``has_momentum``)."""
+        return {}
+
+    def _fix_loaded_group(self, group: dict) -> None:
+        """Adjust a group loaded by ``load_state_dict`` (AdamW forces decoupled weight decay)."""
+
+    def _params_with_grad(self, group: dict) -> list[Tensor]:
+        return [p for p in group["params"] if p.grad is not None]
+
+    def _split_hyper(self, group: dict) -> tuple[dict[str, Any], tuple]:
+        dynamic = {k: _dynamic_value(k, group[k]) for k in self._dynamic}
+        static = tuple((k, group[k]) for k in self._static) + tuple(self._derived_static(group).items())
+        return dynamic, static
+
+    def _hyper(self, group: dict) -> dict[str, Any]:
+        dynamic, static = self._split_hyper(group)
+        return {**dynamic, **dict(static)}
+
+    def _init_state(self, group_index: int, params: list[Tensor] | None = None) -> None:
+        group = self.param_groups[group_index]
+        if params is None:
+            params = self._params_with_grad(group)
+        for p in params:
+            if not self.state.get(p):
+                new = self._new_state(p, group)
+                if new:
+                    self.state[p] = new
+
+    def _group_arrays(self, group: dict, params: list[Tensor] | None = None):
+        plist = self._params_with_grad(group) if params is None else list(params)
+        empty: dict = {}
+        return (plist, [p._value for p in plist], [p.grad._value for p in plist],
+                [{k: t._value for k, t in self.state.get(p, empty).items()} for p in plist])
+
+    def _write_back(self, plist: list[Tensor], new_params: list, new_states: list[dict]) -> None:
+        for p, value, new in zip(plist, new_params, new_states):
+            _assign(p, value)
+            st = self.state.get(p)
+            if st is None:
+                if not new:
+                    continue
+                st = self.state[p] = {}
+            for k, a in new.items():
+                t = st.get(k)
+                if t is None:
+                    st[k] = _make(a)
+                else:
+                    _assign(t, a)
+
+    def _load_value(self, p: Tensor, index, name, value):
+        if isinstance(value, Tensor):
+            arr = value._value
+        elif isinstance(value, (jax.Array, np.ndarray, np.generic, builtins.int, builtins.float)):
+            arr = value
+        else:
+            return value  # non-tensor state is kept as is, like torch
+        shape = tuple(np.shape(arr))
+        if name in self._scalar_state_keys:
+            if shape != ():
+                raise ShapeError(f"loaded optimizer state {name!r} of parameter {index} must be a scalar, got "
+                                 f"shape {list(shape)}")
+            if isinstance(arr, (builtins.int, builtins.float)) or not np.issubdtype(np.asarray(arr).dtype,
+                                                                                  np.floating):
+                return _scalar_state(builtins.float(arr))
+            dtype = np.dtype(arr.dtype)
+        else:
+            if self._state_keys is not None and name not in self._state_keys:
+                raise ValueError(f"loaded state of parameter {index} has an entry {name!r} that "
+                                 f"{type(self).__name__} does not use (expected names: "
+                                 f"{list(self._scalar_state_keys) + list(self._state_keys)})")
+            if shape != tuple(p.shape) and self._state_keys is not None:
+                raise ShapeError(f"loaded optimizer state {name!r} of parameter {index} has shape {list(shape)}, "
+                                 f"but the parameter has shape {list(p.shape)}")
+            dtype = p.dtype.to_jax() if p.is_floating_point() else np.asarray(arr).dtype
+        if isinstance(arr, jax.Array):
+            out = arr.astype(dtype)
+        else:
+            out = jnp.asarray(np.array(arr, dtype=dtype, copy=True))  # private copy: JAX may alias numpy memory
+        pv = p._value
+        if not isinstance(pv, _Tracer) and name not in self._scalar_state_keys:
+            out = jax.device_put(out, pv.sharding)
+        return _make(out)
+
+
+def _assign(t: Tensor, value) -> None:
+    """Replace ``t``'s value in place (same object), keeping its meta when shape and dtype are unchanged."""
+    meta = t._meta
+    if isinstance(value, _Tracer) or meta is None or tuple(value.shape) != meta[0] or value.dtype != meta[1].np:
+        meta = _meta_of(value)
+    t._value = value
+    t._meta = meta
+    t._version += 1
+
+
+def _baseline_refs() -> int:
+    """References to a buffer held only by its Tensor and our list, seen from the loop in ``_donatable``
+    (measured, not assumed: the count depends on the interpreter version)."""
+    holder = type("_Holder", (), {})()
+    holder.value = object()
+    for a in [holder.value]:
+        return _getrefcount(a)
+    return 0
+
+
+_BASELINE = _baseline_refs()
+
+
+def _donatable(params: list, states: list[dict]) -> bool:
+    """Whether no other reference to any parameter/state buffer exists (then XLA may reuse them)."""
+    limit = _BASELINE
+    for a in params:
+        if _getrefcount(a) > limit or isinstance(a, _Tracer):
+            return False
+    for st in states:
+        for a in st.values():
+            if _getrefcount(a) > limit or isinstance(a, _Tracer):
+                return False
+    return True
