@@ -48,12 +48,20 @@ def translate_error(err, op, args, statics):
 
 
 def record(entry, args, res, multi):
-    """Attach a tape node for ``entry`` applied to ``args`` to the floating outputs ``res``."""
+    """Attach a tape node for ``entry`` applied to ``args`` to the floating outputs ``res``.
+
+    Operands that require grad are kept as Tensors (graph edges) and version-checked at backward time, like
+    torch's saved tensors; every other tensor operand (indices, masks, running statistics, constants) is kept by
+    value in a private snapshot, so a later in-place update of it neither changes this node nor counts as a
+    modification (the snapshot holds the buffer, so that update copies instead of donating it).
+    """
     diff = entry.diff
     if not diff or not builtins.any(args[i]._rg for i in diff):
         return
     outs = res if multi else (res,)
-    node = Node(entry, args, tuple(a._version if isinstance(a, Tensor) else None for a in args), len(outs))
+    edge = [isinstance(a, Tensor) and a._rg and i in diff for i, a in enumerate(args)]
+    inputs = tuple(a if (e or not isinstance(a, Tensor)) else _make(a._value, a._meta) for a, e in zip(args, edge))
+    node = Node(entry, inputs, tuple(a._version if e else None for a, e in zip(args, edge)), len(outs))
     for i, t in enumerate(outs):
         if t._meta[1].is_floating_point:
             t._rg = True

@@ -16,7 +16,8 @@ def _np(t):
 
 def _model(seed=0):
     lf.manual_seed(seed)
-    return nn.Sequential(nn.Linear(6, 16), nn.BatchNorm1d(16), nn.Tanh(), nn.Linear(16, 3))
+    # no bias before BatchNorm: its gradient is zero up to rounding, which Adam would amplify into noise
+    return nn.Sequential(nn.Linear(6, 16, bias=False), nn.BatchNorm1d(16), nn.Tanh(), nn.Linear(16, 3))
 
 
 def _data(n=8, seed=1):
@@ -83,7 +84,9 @@ def test_graph_matches_eager_over_20_steps(name):
         for k in se["state"][i]:
             np.testing.assert_allclose(_np(lf.as_tensor(se["state"][i][k])), _np(lf.as_tensor(sg["state"][i][k])),
                                        rtol=1e-5, atol=1e-6, err_msg=f"{i}.{k}")
-    assert step.cache_info().compiles == 1
+    # SGD creates its momentum buffers at the first step (as torch does): one program for that step, one after
+    info = step.cache_info()
+    assert info.compiles == (2 if name == "sgd_momentum" else 1) and info.hits == 20 - info.compiles
     assert all(p.grad is None for p in m_g.parameters())
 
 
@@ -114,7 +117,7 @@ def test_scheduler_steps_without_recompiling():
         step(x, y)
     assert o_g.param_groups[0]["lr"] == pytest.approx(0.2 * 0.5 ** 3)
     _assert_same(m_e, m_g)
-    assert step.cache_info().compiles == 1
+    assert step.cache_info().compiles == 1  # plain SGD: no lazily created state, and lr is a program input
 
 
 def test_inference_graph_honours_eval_mode():

@@ -73,27 +73,6 @@ class GraphConfig:
                 f"gradient_accumulation_steps={self.grad_acc_steps})")
 
 
-def _split_hyper(group):
-    """A param group's hyperparameters: floats (and tuples of floats) are dynamic program inputs, so schedulers
-    never force a recompile; everything else (flags, None, strings, ints) is static."""
-    dyn, static = {}, []
-    for k in sorted(group):
-        if k == "params":
-            continue
-        v = group[k]
-        if isinstance(v, float) or (isinstance(v, tuple) and v and all(isinstance(x, float) for x in v)):
-            dyn[k] = v
-        elif isinstance(v, Tensor):
-            dyn[k] = v._value
-        else:
-            try:
-                hash(v)
-            except TypeError:
-                v = repr(v)
-            static.append((k, v))
-    return dyn, tuple(static)
-
-
 class _Step:
     __slots__ = ("kernel", "kernel_nodonate", "out_tree", "out_metas", "n_rng", "written_bufs", "info", "plan")
 
@@ -159,55 +138,57 @@ class Graph:
 
     # ------------------------------------------------------------------ state gathering
     def _gather(self):
-        seen, params, buffers = set(), [], []
+        """Everything the step reads: optimized parameters (donated), other parameters, buffers, optimizer
+        state, and per param group a plan entry ``(optimizer, group index, positions, state keys, static)``."""
+        seen, opt_params, plan, hyper = set(), [], [], []
+        for opt, _ in self._optimizers:
+            for gi, group in enumerate(opt.param_groups):
+                ps = [p for p in group["params"] if p._rg]
+                opt._init_state(gi, ps)
+                pos = []
+                for p in ps:
+                    if id(p) not in seen:
+                        seen.add(id(p))
+                        opt_params.append(p)
+                    pos.append(next(i for i, q in enumerate(opt_params) if q is p))
+                keys = tuple(tuple(sorted(k for k, v in opt.state.get(p, {}).items() if isinstance(v, Tensor)))
+                             for p in ps)
+                dyn, static = opt._split_hyper(group)
+                hyper.append(dyn)
+                plan.append((opt, gi, tuple(pos), keys, static))
+        other, buffers = [], []
         for m in self._modules.values():
             for sub in m.modules():
                 for t in sub._parameters.values():
                     if t is not None and id(t) not in seen:
                         seen.add(id(t))
-                        params.append(t)
+                        other.append(t)
                 for t in sub._buffers.values():
                     if t is not None and id(t) not in seen:
                         seen.add(id(t))
                         buffers.append(t)
-        plan = []  # per optimizer, per group: (param indices in `params`, state keys, static hyper)
-        hyper = []
         opt_state = []
-        for opt, _ in self._optimizers:
-            for gi, group in enumerate(opt.param_groups):
-                idx = []
-                for p in group["params"]:
-                    if id(p) not in seen:
-                        seen.add(id(p))
-                        params.append(p)
-                    idx.append(next(i for i, q in enumerate(params) if q is p))
-                opt._init_state(gi)
-                keys = []
-                for p in group["params"]:
-                    st = opt.state.get(p, {})
-                    ks = tuple(sorted(k for k, v in st.items() if isinstance(v, Tensor)))
-                    keys.append(ks)
-                    opt_state.extend(st[k] for k in ks)
-                dyn, static = _split_hyper(group)
-                hyper.append(dyn)
-                plan.append((opt, gi, tuple(idx), tuple(keys), static))
-        return params, buffers, opt_state, hyper, plan
+        for opt, gi, pos, keys, _ in plan:
+            for p, ks in zip((opt_params[i] for i in pos), keys):
+                st = opt.state[p] if ks else {}
+                opt_state.extend(st[k] for k in ks)
+        return opt_params, other, buffers, opt_state, hyper, plan
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
         if state.tracing:
             raise GraphError("a Graph cannot be called inside another compiled program")
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
-        params, buffers, opt_state, hyper, plan = self._gather()
+        opt_params, other, buffers, opt_state, hyper, plan = self._gather()
         lifted = self._lifted
         key = (tree, tuple(t._meta if isinstance(t, Tensor) else ("py", type(t), t) for t in leaves),
-               tuple(t._meta for t in params), tuple(t._rg for t in params), tuple(t._meta for t in buffers),
-               tuple(t._meta for t in opt_state), tuple(p[1:] for p in plan),
+               tuple(t._meta for t in opt_params), tuple((t._meta, t._rg) for t in other),
+               tuple(t._meta for t in buffers), tuple(t._meta for t in opt_state), tuple(p[1:] for p in plan),
                tuple(tuple(sorted(h)) for h in hyper), tuple(t._meta for t in lifted),
                tuple(m.training for mod in self._modules.values() for m in mod.modules()), self.config._key())
         step = self._steps.get(key)
         if step is None:
-            step = self._build_step(tree, leaves, params, buffers, opt_state, plan, lifted)
+            step = self._build_step(tree, leaves, opt_params, other, buffers, plan, lifted)
             self._steps[key] = step
             self.__dict__["_compiles"] += 1
             if len(self._steps) > self._limit:
@@ -215,9 +196,9 @@ class Graph:
         else:
             self._steps.move_to_end(key)
             self.__dict__["_hits"] += 1
-        return self._run(step, leaves, params, buffers, opt_state, hyper, plan, lifted)
+        return self._run(step, leaves, opt_params, other, buffers, opt_state, hyper, plan, lifted)
 
-    def _build_step(self, tree, leaves, params, buffers, opt_state, plan, lifted):
+    def _build_step(self, tree, leaves, opt_params, other, buffers, plan, lifted):
         step = _Step()
         info = {}
         cfg = self.config
@@ -226,12 +207,13 @@ class Graph:
         readonly = {id(t) for t in lifted}
         has_opt = bool(plan)
         where = f"{type(self).__name__}.build"
+        params = opt_params + other
 
-        def pure(param_vals, buf_vals, state_vals, hyper_vals, lifted_vals, arg_vals, seed, offset):
+        def pure(opt_vals, state_vals, hyper_vals, other_vals, buf_vals, lifted_vals, arg_vals, seed, offset):
             self.__dict__["_traces"] += 1
             rng = RngCounter(seed, offset)
             all_t = params + buffers + lifted
-            saved = install(all_t, list(param_vals) + list(buf_vals) + list(lifted_vals))
+            saved = install(all_t, list(opt_vals) + list(other_vals) + list(buf_vals) + list(lifted_vals))
             prev_grad = state.grad_enabled
             try:
                 for p in params:
@@ -252,55 +234,52 @@ class Graph:
                             jnp.mean(jnp.stack([p[i] for p in per]), 0) if jnp.issubdtype(v.dtype, jnp.inexact)
                             else per[-1][i]) for i, v in enumerate(out_vals)]
                 state.grad_enabled = False
-                new_params = [p._value for p in params]
-                grads = [None if p.grad is None else p.grad._value for p in params]
+                grads = [None if p.grad is None else p.grad._value for p in opt_params]
                 if n_acc > 1:
                     grads = [None if g is None else g / n_acc for g in grads]
-                new_state = list(state_vals)
-                if has_opt:
-                    pos = 0
-                    for (opt, gi, idx, keys, _static), hyp in zip(plan, hyper_vals):
-                        n_st = sum(len(k) for k in keys)
-                        sv = state_vals[pos:pos + n_st]
-                        live = [j for j, i in enumerate(idx) if grads[i] is not None]
-                        st_dicts, off = [], 0
-                        offsets = []
-                        for ks in keys:
-                            offsets.append(off)
-                            off += len(ks)
-                        for j in live:
-                            st_dicts.append({k: sv[offsets[j] + n] for n, k in enumerate(keys[j])})
-                        group = opt.param_groups[gi]
-                        hyp_full = dict(hyp)
-                        for k, _v in _split_hyper(group)[1]:
-                            hyp_full[k] = group[k]
-                        np_, ns = opt._update(hyp_full, [new_params[idx[j]] for j in live],
-                                              [grads[idx[j]] for j in live], st_dicts)
-                        for j, v, sd in zip(live, np_, ns):
-                            new_params[idx[j]] = v
-                            for n, k in enumerate(keys[j]):
-                                new_state[pos + offsets[j] + n] = sd[k]
-                        pos += n_st
+                new_opt_vals = [p._value for p in opt_params]
+                new_state = list(state_vals)  # passed through unless updated
+                updates = []  # per group: (live positions in the group, new state dicts)
+                cursor = 0
+                for (opt, _gi, pos, keys, static), dyn in zip(plan, hyper_vals):
+                    offsets = []
+                    for ks in keys:
+                        offsets.append(cursor)
+                        cursor += len(ks)
+                    live = [j for j, i in enumerate(pos) if grads[i] is not None]
+                    states = [{k: state_vals[offsets[j] + n] for n, k in enumerate(keys[j])} for j in live]
+                    new_p, new_s = opt._update({**dyn, **dict(static)}, [new_opt_vals[pos[j]] for j in live],
+                                               [grads[pos[j]] for j in live], states)
+                    for j, v in zip(live, new_p):
+                        new_opt_vals[pos[j]] = v
+                    extra = []
+                    for j, sd in zip(live, new_s):
+                        for n, k in enumerate(keys[j]):
+                            new_state[offsets[j] + n] = sd[k]
+                        extra.append({k: v for k, v in sd.items() if k not in keys[j]})
+                    updates.append((tuple(live), extra))
                 new_bufs = [b._value for b in buffers]
                 written = tuple(i for i in range(n_bufs) if new_bufs[i] is not buf_vals[i])
-                info.update(out_tree=out_tree, n_rng=rng.count, written=written, captured=dict(ctx.captured))
-                return out_vals, new_params, [new_bufs[i] for i in written], new_state
+                info.update(out_tree=out_tree, n_rng=rng.count, written=written, captured=dict(ctx.captured),
+                            live=[u[0] for u in updates])
+                return (out_vals, new_opt_vals, new_state, [u[1] for u in updates],
+                        [new_bufs[i] for i in written])
             finally:
                 state.grad_enabled = prev_grad
                 restore(saved)
 
-        step.kernel = jax.jit(pure, donate_argnums=(0, 2) if has_opt else ())
+        step.kernel = jax.jit(pure, donate_argnums=(0, 1) if has_opt else ())
         step.kernel_nodonate = jax.jit(pure) if has_opt else step.kernel
         step.info = info
         step.out_tree = None
         step.plan = plan
         return step
 
-    def _run(self, step, leaves, params, buffers, opt_state, hyper, plan, lifted):
-        param_vals = [p._value for p in params]
+    def _run(self, step, leaves, opt_params, other, buffers, opt_state, hyper, plan, lifted):
+        opt_vals = [p._value for p in opt_params]
         state_vals = [t._value for t in opt_state]
         # donate only when nothing else holds these buffers (a detach()ed copy, a pending async checkpoint...)
-        donate = all(_getrefcount(v) <= 3 for v in param_vals) and all(_getrefcount(v) <= 3 for v in state_vals)
+        donate = all(_getrefcount(v) <= 3 for v in opt_vals) and all(_getrefcount(v) <= 3 for v in state_vals)
         kernel = step.kernel if donate else step.kernel_nodonate
         arg_vals = [x._value for x in leaves if isinstance(x, Tensor)]
         seed, offset = rng_inputs()
@@ -308,37 +287,44 @@ class Graph:
         first = step.out_tree is None
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-            outs, new_params, new_bufs, new_state = kernel(
-                param_vals, [b._value for b in buffers], state_vals, hyper, [t._value for t in lifted], arg_vals,
-                seed, offset)
-        del param_vals, state_vals
+            outs, new_opt, new_state, extras, new_bufs = kernel(
+                opt_vals, state_vals, hyper, [t._value for t in other], [b._value for b in buffers],
+                [t._value for t in lifted], arg_vals, seed, offset)
+        del opt_vals, state_vals
         if first:
             info = step.info
             step.out_tree, step.n_rng, step.written_bufs = info["out_tree"], info["n_rng"], info["written"]
             step.out_metas = [None if o is None else _meta_of(o) for o in outs]
+            step.plan = [(entry, live) for entry, live in zip(plan, info["live"])]
             if self._debug:
                 print(f"[lf.nn.Graph {type(self).__name__}] traced and compiled variant #{self._compiles} in "
                       f"{time.perf_counter() - t0:.3f} s")
-            captured = [t for t in info["captured"].values()
-                        if all(t is not s for s in params + buffers + lifted)]
+            known = opt_params + other + buffers + lifted
+            captured = [t for t in info["captured"].values() if all(t is not s for s in known)]
             if captured:
                 self.__dict__["_lifted"] = lifted + captured
                 self._steps.clear()
-        for p, v in zip(params, new_params):
+        for p, v in zip(opt_params, new_opt):
             if p._value is not v:
                 p._value = v
                 p._version += 1
+        for t, v in zip(opt_state, new_state):
+            if t._value is not v:
+                t._value = v
+                t._version += 1
+        for ((opt, _gi, pos, _keys, _), live), extra in zip(step.plan, extras):
+            for j, ex in zip(live, extra):
+                if ex:
+                    p = opt_params[pos[j]]
+                    st = opt.state[p]  # a defaultdict, like torch's
+                    for k, v in ex.items():
+                        st[k] = _make(v, _meta_of(v))
         for i, v in zip(step.written_bufs, new_bufs):
             b = buffers[i]
             b._value = v
             b._version += 1
-        for t, v in zip(opt_state, new_state):
-            t._value = v
-        if plan:
-            for p in params:
-                p.grad = None
-            for opt, _ in self._optimizers:
-                _bump_steps(opt)
+        for p in opt_params:
+            p.grad = None
         if step.n_rng:
             default_generator._offset += step.n_rng
         for _, sch in self._optimizers:
@@ -354,11 +340,3 @@ def _micro(v, k, n):
         raise GraphError(f"gradient accumulation: batch size {b} is not divisible by {n} micro-batches")
     m = b // n
     return jax.lax.slice_in_dim(v, k * m, (k + 1) * m, axis=0)
-
-
-def _bump_steps(opt):
-    hook = getattr(opt, "_after_graph_step", None)
-    if hook is not None:
-        hook()
-
-
