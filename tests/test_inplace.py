@@ -314,11 +314,23 @@ def test_modifying_a_saved_leaf_under_no_grad_then_backward_raises_not_deleted()
         y.backward()
 
 
-def test_modifying_a_saved_plain_operand_then_backward_raises():
+def test_modifying_a_saved_plain_operand_keeps_the_value_seen_by_forward():
+    # documented difference from torch (which raises here): an operand that does not require grad is saved by
+    # value, so the gradient uses the value the forward saw, and the in-place update copies instead of donating
     w = lf.tensor([1.0, 2.0], requires_grad=True)
     t = lf.tensor([3.0, 4.0])
     y = (t * w).sum()  # the gradient for w needs t
     t.mul_(2.0)
+    y.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 4.0])
+    np.testing.assert_array_equal(t.numpy(), [6.0, 8.0])
+
+
+def test_modifying_a_saved_grad_requiring_operand_then_backward_raises():
+    w = lf.tensor([1.0, 2.0], requires_grad=True)
+    h = w * 1.0
+    y = (h * h).sum()  # saves h, which requires grad
+    h.mul_(2.0)
     with pytest.raises(lf.AutogradError, match="in-place"):
         y.backward()
 

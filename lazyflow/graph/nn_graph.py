@@ -168,7 +168,7 @@ class Graph:
                         seen.add(id(t))
                         buffers.append(t)
         opt_state = []
-        for opt, gi, pos, keys, _ in plan:
+        for opt, _gi, pos, keys, _ in plan:
             for p, ks in zip((opt_params[i] for i in pos), keys):
                 st = opt.state[p] if ks else {}
                 opt_state.extend(st[k] for k in ks)
