@@ -417,6 +417,49 @@ def test_inplace_on_an_output_of_a_multi_output_op():
     np.testing.assert_allclose(x.grad.numpy(), np.asarray(jax.grad(ref)(jnp.asarray(X0))), rtol=1e-12)
 
 
+# ops whose backward needs no operand values (torch saves nothing for them): reading h through one of them, then
+# updating h in place, is legal; the read keeps the pre-update value (lazyflow's views are copies, see README)
+READ_THEN_UPDATE = [
+    ("clone", lambda h: h.clone(), lambda h: h),
+    ("add scalar", lambda h: h + 1.0, lambda h: h + 1.0),
+    ("sub", lambda h: h - h.detach() * 0.5, lambda h: h - jax.lax.stop_gradient(h) * 0.5),
+    ("neg", lambda h: -h, lambda h: -h),
+    ("sum dim", lambda h: h.sum(dim=0, keepdim=True), lambda h: h.sum(axis=0, keepdims=True)),
+    ("mean", lambda h: h.mean(), lambda h: h.mean()),
+    ("cumsum", lambda h: h.cumsum(1), lambda h: jnp.cumsum(h, 1)),
+    ("cat", lambda h: lf.cat([h, h * 1.0]), lambda h: jnp.concatenate([h, h])),
+    ("getitem slice", lambda h: h[1:], lambda h: h[1:]),
+    ("reshape", lambda h: h.reshape(8), lambda h: h.reshape(8)),
+    ("transpose", lambda h: h.t(), lambda h: h.T),
+    ("flip", lambda h: h.flip(0), lambda h: h[::-1]),
+    ("index_select", lambda h: h.index_select(1, lf.tensor([3, 0])), lambda h: h[:, jnp.array([3, 0])]),
+    ("float cast", lambda h: h.float().double(), lambda h: h.astype(jnp.float32).astype(jnp.float64)),
+]
+
+X2 = np.array([[0.3, -1.2, 0.8, 2.0], [1.5, 0.4, -0.7, 0.9]])
+Y2 = np.array([[0.5, 2.0, -1.0, 0.25], [1.25, -0.5, 3.0, 0.75]])
+
+
+@pytest.mark.parametrize("name,lf_read,jnp_read", READ_THEN_UPDATE, ids=[c[0] for c in READ_THEN_UPDATE])
+def test_read_through_a_linear_op_then_update_in_place(name, lf_read, jnp_read):
+    x = lf.tensor(X2, requires_grad=True)
+    y = lf.tensor(Y2, requires_grad=True)
+    h = x * 2.0
+    g = lf_read(h)
+    h.mul_(y)
+    loss = (g * g).sum() + (h * x).sum()
+
+    def ref(x, y):
+        g = jnp_read(x * 2.0)
+        return (g * g).sum() + (x * 2.0 * y * x).sum()
+
+    loss.backward()
+    gx, gy = jax.grad(ref, argnums=(0, 1))(jnp.asarray(X2), jnp.asarray(Y2))
+    np.testing.assert_allclose(loss.item(), float(ref(jnp.asarray(X2), jnp.asarray(Y2))), rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), np.asarray(gx), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(y.grad.numpy(), np.asarray(gy), rtol=1e-6, atol=1e-9)
+
+
 def test_inplace_on_non_leaf_sets_grad_fn_to_the_inplace_op():
     x = lf.tensor(X0, requires_grad=True)
     h = x.exp()
