@@ -167,9 +167,10 @@ def _pool_pads(shape, kernel, stride, padding, dilation, ceil_mode):
 
 
 def _lowest(dtype):
+    # a numpy (concrete) init value: JAX recognises reduce_window max/add, and differentiates it, only then
     if jnp.issubdtype(dtype, jnp.floating):
-        return jnp.array(-jnp.inf, dtype)
-    return jnp.array(jnp.iinfo(dtype).min, dtype)
+        return np.array(-np.inf, dtype)
+    return np.array(jnp.iinfo(dtype).min, dtype)
 
 
 def _crop(y, outs):
@@ -180,6 +181,10 @@ def _crop(y, outs):
 @op("max_pool", static=("kernel", "stride", "padding", "dilation", "ceil_mode"), dtypes="none")
 def _max_pool(x, *, kernel, stride, padding, dilation, ceil_mode):
     """Max pooling over the trailing ``len(kernel)`` dims (padding is -inf, never selected)."""
+    if any(d != 1 for d in dilation):
+        # JAX has no VJP for a dilated reduce_window max: take the (first) maximum of the window stack
+        return _max_pool_with_indices.impl(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
+                                           ceil_mode=ceil_mode)[0]
     nd = len(kernel)
     lead = x.ndim - nd
     outs, pads = _pool_pads(x.shape[lead:], kernel, stride, padding, dilation, ceil_mode)
@@ -225,7 +230,7 @@ def _avg_pool(x, *, kernel, stride, padding, ceil_mode, count_include_pad, divis
     sp = x.shape[lead:]
     ones = (1,) * nd
     outs, pads = _pool_pads(sp, kernel, stride, padding, ones, ceil_mode)
-    s = lax.reduce_window(x, jnp.array(0, x.dtype), lax.add, (1,) * lead + kernel, (1,) * lead + stride,
+    s = lax.reduce_window(x, np.array(0, x.dtype), lax.add, (1,) * lead + kernel, (1,) * lead + stride,
                           [(0, 0)] * lead + pads)
     s = _crop(s, outs)
     if divisor_override is not None:
