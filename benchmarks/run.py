@@ -124,7 +124,11 @@ def _child(name: str, quick: bool, cases: list[str] | None, result_path: str) ->
         params = inspect.signature(fn).parameters
         if cases and "only" in params:
             kwargs["only"] = cases
-        out["result"] = _plain(fn(quick, **kwargs) if params else fn())
+        result = fn(quick, **kwargs) if params else fn()
+        report = getattr(mod, "report", None) if name != "disk" else None
+        if callable(report):  # modules that return data and format it separately
+            print(report(result))
+        out["result"] = _plain(result)
         return 0
     except BaseException as e:  # noqa: BLE001  report anything, including SystemExit/KeyboardInterrupt
         out["error"] = "".join(traceback.format_exception_only(type(e), e)).strip()
@@ -224,6 +228,46 @@ def _adapt_graph(res) -> list[Row]:
     return rows
 
 
+def _adapt_checkpoint(res) -> list[Row]:
+    rows = []
+    r = res.get("resnet50_sgd")
+    if r:
+        case = "ResNet-50 + SGD-momentum state: save + load"
+        note = (f"save {_fmt_time(r['lf_save'])} vs {_fmt_time(r['torch_save'])}, "
+                f"load {_fmt_time(r['lf_load'])} vs {_fmt_time(r['torch_load'])}")
+        rows.append(Row("checkpoint", case, "torch.save + torch.load", r["lf_save"] + r["lf_load"],
+                        r["torch_save"] + r["torch_load"], r.get("target", 1.0),
+                        f"<= {r.get('target', 1.0):g}x (#5)", note))
+        if "orbax_save" in r:
+            rows.append(Row("checkpoint", case, "raw orbax StandardCheckpointer", r["lf_save"] + r["lf_load"],
+                            r["orbax_save"] + r["orbax_load"]))
+    s = res.get("small_1000")
+    if s:
+        rows.append(Row("checkpoint", "1000 small tensors: save + load", "torch.save + torch.load",
+                        s["lf_save"] + s["lf_load"], s["torch_save"] + s["torch_load"], s.get("target", 2.0),
+                        f"<= {s.get('target', 2.0):g}x (#5)"))
+    b = res.get("big_400mb")
+    if b:
+        n = b["nbytes"]
+        mb = f"one {n >> 20} MB tensor"
+        save_t = b.get("save_target", 0.8)
+        load_bw = b.get("load_target", 1e9)
+        rows += [
+            Row("checkpoint", f"{mb}: save", "dd conv=fdatasync (same bytes)", b["lf_save"], n / b["dd_fdatasync_bw"],
+                1 / save_t, f">= {save_t:g}x dd bandwidth: <= {1 / save_t:.2f}x (#5)",
+                f"{n / b['lf_save'] / 1e9:.2f} GB/s vs dd {b['dd_fdatasync_bw'] / 1e9:.2f} GB/s"),
+            Row("checkpoint", f"{mb}: save", "torch.save", b["lf_save"], b["torch_save"]),
+            Row("checkpoint", f"{mb}: load", f"{load_bw / 1e9:g} GB/s", b["lf_load"], n / load_bw, 1.0,
+                f">= {load_bw / 1e9:g} GB/s: <= 1.00x (#5)", f"{n / b['lf_load'] / 1e9:.2f} GB/s"),
+            Row("checkpoint", f"{mb}: load", "torch.load", b["lf_load"], b["torch_load"]),
+        ]
+    a = res.get("async_save")
+    if a:
+        rows.append(Row("checkpoint", "async save: time the call blocks", "synchronous lf.save", a["blocking"],
+                        a["sync_save"], a.get("target", 0.1), f"<= {a.get('target', 0.1):g}x (#5)"))
+    return rows
+
+
 def _adapt_disk(res) -> list[Row]:
     return [Row("disk", f"dd {res['bytes'] >> 20} MB conv=fdatasync", "", None, None,
                 note=f"write {res['write_gbps']:.2f} GB/s, read back {res['read_gbps']:.2f} GB/s")]
@@ -285,7 +329,7 @@ def _adapt_generic(name: str, res) -> list[Row]:
     return rows or [Row(name, "(no ratio recognized in the result)", note="see the module's output below")]
 
 
-ADAPTERS = {"eager": _adapt_eager, "graph": _adapt_graph, "disk": _adapt_disk}
+ADAPTERS = {"eager": _adapt_eager, "graph": _adapt_graph, "checkpoint": _adapt_checkpoint, "disk": _adapt_disk}
 
 
 def adapt(name: str, res) -> list[Row]:
