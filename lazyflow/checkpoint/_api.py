@@ -45,11 +45,18 @@ def _unframe(data: bytes, where: str) -> bytes:
     return payload
 
 
-def _encode_meta(plan) -> bytes:
-    from .. import __version__
+def _lazyflow_version() -> str:
+    try:
+        import importlib.metadata
 
+        return importlib.metadata.version("lazyflow")
+    except Exception:  # noqa: BLE001 - not installed as a distribution: the field is informational
+        return "unknown"
+
+
+def _encode_meta(plan) -> bytes:
     plan.checksum()
-    outer = {"format": _layout.FORMAT_NAME, "version": FORMAT_VERSION, "lazyflow": __version__,
+    outer = {"format": _layout.FORMAT_NAME, "version": FORMAT_VERSION, "lazyflow": _lazyflow_version(),
              "entries": plan.records(), "groups": plan.groups, "structure": plan.structure}
     return _frame(_unpickler.dumps(outer))
 
@@ -215,6 +222,12 @@ def save(obj: Any, path: str | os.PathLike, *, async_save: bool = False) -> Save
 
     >>> lf.save({"model": model.state_dict(), "epoch": 3}, "ckpt")
     """
+    return _save(obj, path, async_save=async_save)
+
+
+def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] | None = None):
+    """:func:`save`, running ``after_commit()`` once the checkpoint is complete (before an async handle
+    reports done)."""
     from . import _plan, _store
 
     path = os.path.abspath(os.fspath(path))
@@ -230,6 +243,9 @@ def save(obj: Any, path: str | os.PathLike, *, async_save: bool = False) -> Save
         else:
             _store.write(txn.version_dir, plan.arrays, plan.save_args, meta)
             txn.commit(FORMAT_VERSION)
+            txn = None
+            if after_commit is not None:
+                after_commit()
     except BaseException as e:
         if txn is not None:
             txn.abort()
@@ -249,6 +265,12 @@ def save(obj: Any, path: str | os.PathLike, *, async_save: bool = False) -> Save
         except BaseException as e:  # noqa: BLE001 - reported through the handle
             txn.abort()
             handle._error = _fail(path, e)
+        else:
+            if after_commit is not None:
+                try:
+                    after_commit()
+                except BaseException as e:  # noqa: BLE001 - reported through the handle
+                    handle._error = _fail(path, e)
         finally:
             try:
                 ckptr.close()
@@ -338,41 +360,48 @@ class _Reader:
         return i
 
     def read(self, wanted: Sequence[int]) -> dict[int, Any]:
-        """Values (Tensors / numpy arrays) for entry indices ``wanted``."""
+        """Values (Tensors / numpy arrays) for entry indices ``wanted``: reads only the bytes they need,
+        verifies every checksum, then places them."""
         from . import _plan, _store
 
         roots = {i: self._root(i) for i in wanted}
         needed = sorted(set(roots.values()))
-        host_args, jax_args, ranges = {}, {}, {}
+        args: dict[str, Any] = {}
+        members: dict[str, list[int]] = {}  # orbax leaf -> entries read from it (host arrays)
         for r in needed:
             e = self.entries[r]
             st = e["storage"]
             if st[0] == "packed":
-                ranges.setdefault(st[1], []).append(r)
+                members.setdefault(st[1], []).append(r)
+            elif st[0] == "array" and e["sharding"] is not None:
+                place = self._placement(r)
+                target = place if isinstance(place, jax.sharding.Sharding) else \
+                    jax.sharding.SingleDeviceSharding(place)
+                args[st[1]] = _store.ocp.ArrayRestoreArgs(
+                    restore_type=jax.Array, sharding=target, global_shape=tuple(e["shape"]),
+                    dtype=_plan.dtype_from_name(e["dtype"]))
             elif st[0] == "array":
-                if e["sharding"] is not None:
-                    place = self._placement(r)
-                    target = place if isinstance(place, jax.sharding.Sharding) else \
-                        jax.sharding.SingleDeviceSharding(place)
-                    jax_args[st[1]] = _store.ocp.ArrayRestoreArgs(
-                        restore_type=jax.Array, sharding=target, global_shape=tuple(e["shape"]),
-                        dtype=_plan.dtype_from_name(e["dtype"]))
-                else:
-                    host_args[st[1]] = _store.HostRestoreArgs(restore_type=np.ndarray)
+                n = int(e.get("nbytes", 0))
+                spans = tuple((lo, min(lo + _plan.CRC_CHUNK, n)) for lo in range(0, max(n, 1), _plan.CRC_CHUNK))
+                args[st[1]] = _store.HostRestoreArgs(restore_type=np.ndarray, checks=(spans,))
+                members[st[1]] = [r]
             elif st[0] != "empty":
                 raise CheckpointError(f"{self.where}: unknown storage {st[0]!r} for '{e['key']}'")
-        for g, members in ranges.items():
+        for g, rs in members.items():
+            if not g.startswith("g"):
+                continue
             if g not in self.meta["groups"]:
-                raise CheckpointError(f"{self.where}: packed group {g!r} of '{self.entries[members[0]]['key']}' "
+                raise CheckpointError(f"{self.where}: packed group {g!r} of '{self.entries[rs[0]]['key']}' "
                                       "is not in the metadata")
-            used = sum(self.entries[r]["storage"][3] for r in members)
-            whole = used * 2 >= self.meta["groups"][g]["nbytes"]
-            spans = None if whole else tuple((self.entries[r]["storage"][2],
-                                              self.entries[r]["storage"][2] + self.entries[r]["storage"][3])
-                                             for r in members)
-            host_args[g] = _store.HostRestoreArgs(restore_type=np.ndarray, ranges=spans)
+            spans = tuple((self.entries[r]["storage"][2], self.entries[r]["storage"][2] + self.entries[r]["storage"][3])
+                          for r in rs)
+            if sum(hi - lo for lo, hi in spans) * 2 >= self.meta["groups"][g]["nbytes"]:
+                args[g] = _store.HostRestoreArgs(restore_type=np.ndarray, checks=(spans,))
+            else:  # a partial load of a few small tensors: read just their byte ranges
+                args[g] = _store.HostRestoreArgs(restore_type=np.ndarray, ranges=spans,
+                                                 checks=tuple(((0, hi - lo),) for lo, hi in spans))
         try:
-            raw = _store.read_arrays(self.vdir, {**host_args, **jax_args})
+            raw = _store.read_arrays(self.vdir, args, _plan._executor)
         except LazyflowError:
             raise
         except Exception as e:
@@ -381,84 +410,91 @@ class _Reader:
             raise CheckpointError(f"{self.where}: reading the tensor data failed for {shown} "
                                   f"({type(e).__name__}: {e}); the checkpoint's files are damaged or "
                                   "incomplete") from e
-        host = self._host_views(needed, raw, ranges, host_args)
-        self._verify(host, raw)
-        values: dict[int, Any] = {}
-        for r in needed:
-            values[r] = self._place(r, host.get(r), raw)
-        out = {}
-        for i in wanted:
-            out[i] = self._wrap(i, values[roots[i]])
-        return out
+        host = self._verify(needed, members, args, raw)
+        values = self._place(needed, host, raw)
+        return {i: self._wrap(i, values[roots[i]]) for i in wanted}
 
     def _placement(self, r: int):
         return _placement(self.entries[r], self.infos[r], self.map_location, self.sharding, self.where)
 
-    def _host_views(self, needed, raw, ranges, host_args) -> dict[int, np.ndarray]:
+    def _verify(self, needed, members, args, raw) -> dict[int, np.ndarray]:
+        """Check every checksum; returns the host bytes (uint8 views) of the host-read entries."""
         from . import _plan
 
-        views = {}
-        for g, members in ranges.items():
-            got = raw[g]
-            spans = host_args[g].ranges
-            for j, r in enumerate(members):
-                _, _, off, n = self.entries[r]["storage"]
-                views[r] = got[off:off + n] if spans is None else got[j]
+        host, bad = {}, []
+        for leaf, rs in members.items():
+            got = raw[leaf]
+            if args[leaf].ranges is None:
+                flat = got.buffers[0].reshape(-1).view(np.uint8)
+                if leaf.startswith("g"):
+                    for r, crc in zip(rs, got.crcs[0]):
+                        _, _, off, n = self.entries[r]["storage"]
+                        host[r] = flat[off:off + n]
+                        if list(self.entries[r].get("crc", ())) != [crc]:
+                            bad.append(self.entries[r]["key"])
+                else:
+                    host[rs[0]] = flat
+                    if list(self.entries[rs[0]].get("crc", ())) != list(got.crcs[0]):
+                        bad.append(self.entries[rs[0]]["key"])
+            else:
+                for r, buf, crcs in zip(rs, got.buffers, got.crcs):
+                    host[r] = buf.view(np.uint8)
+                    if list(self.entries[r].get("crc", ())) != list(crcs):
+                        bad.append(self.entries[r]["key"])
         for r in needed:
             e = self.entries[r]
-            if e["storage"][0] == "array" and e["sharding"] is None:
-                views[r] = raw[e["storage"][1]].reshape(-1).view(np.uint8)
-            elif e["storage"][0] == "empty":
-                views[r] = np.empty(0, np.uint8)
-        for r, v in views.items():
-            e = self.entries[r]
-            want = int(np.prod(e["shape"], dtype=np.int64)) * _plan.dtype_from_name(e["dtype"]).itemsize
-            if v.nbytes != want:
-                raise CheckpointError(f"{self.where}: '{e['key']}' has {v.nbytes} bytes on disk, expected {want}")
-        return views
-
-    def _verify(self, host: dict, raw: dict) -> None:
-        from . import _plan
-
-        bad = []
-        order = [r for r in host if self.entries[r]["storage"][0] != "empty"]
-        for r, crcs in zip(order, _plan.crc_many([host[r] for r in order])):
-            if list(self.entries[r].get("crc", ())) != crcs:
-                bad.append(self.entries[r]["key"])
-        for e in self.entries:
-            if e["storage"][0] != "array" or e["sharding"] is None or e["storage"][1] not in raw:
-                continue
-            arr = raw[e["storage"][1]]
-            shards = {tuple((s.start or 0, dim if s.stop is None else s.stop) for s, dim in
-                            zip(sh.index, arr.shape)): sh for sh in arr.addressable_shards}
-            for region, crcs in e.get("crc", ()):
-                region = tuple(tuple(x) for x in region)
-                sh = shards.get(region)
-                data = np.asarray(sh.data) if sh is not None else np.asarray(
-                    arr[tuple(slice(a, b) for a, b in region)])
-                if _plan.crc_chunks(data) != list(crcs):
-                    bad.append(e["key"])
-                    break
+            if e["storage"][0] == "empty":
+                host[r] = np.empty(0, np.uint8)
+            elif e["storage"][0] == "array" and e["sharding"] is not None:
+                arr = raw[e["storage"][1]]
+                shards = {tuple((s.start or 0, dim if s.stop is None else s.stop) for s, dim in
+                                zip(sh.index, arr.shape)): sh for sh in arr.addressable_shards}
+                for region, crcs in e.get("crc", ()):
+                    region = tuple(tuple(x) for x in region)
+                    sh = shards.get(region)
+                    data = np.asarray(sh.data) if sh is not None else np.asarray(
+                        arr[tuple(slice(a, b) for a, b in region)])
+                    if _plan.crc_chunks(data) != list(crcs):
+                        bad.append(e["key"])
+                        break
         if bad:
             shown = ", ".join(f"'{k}'" for k in bad[:8]) + (", ..." if len(bad) > 8 else "")
             raise CheckpointError(f"{self.where} is corrupted: the data of {shown} do not match their "
                                   "checksums (CRC-32); the files were changed or damaged after saving")
+        for r, v in host.items():
+            e = self.entries[r]
+            want = int(np.prod(e["shape"], dtype=np.int64)) * _plan.dtype_from_name(e["dtype"]).itemsize
+            if v.nbytes != want:
+                raise CheckpointError(f"{self.where}: '{e['key']}' has {v.nbytes} bytes on disk, expected {want}")
+        return host
 
-    def _place(self, r: int, view: np.ndarray | None, raw: dict):
+    def _place(self, needed, host, raw) -> dict[int, Any]:
+        """Typed host views placed on their devices (one batched ``device_put`` per placement: on CPU it
+        wraps the aligned buffers without copying)."""
         from . import _plan
 
-        e = self.entries[r]
-        if e["storage"][0] == "array" and e["sharding"] is not None:
-            return raw[e["storage"][1]]
-        arr = view.view(_plan.dtype_from_name(e["dtype"])).reshape(tuple(e["shape"]))
-        if e["kind"] == "ndarray":
-            return arr.copy() if e["storage"][0] == "packed" else arr
-        place = self._placement(r)
-        try:
-            return jax.device_put(arr, place)
-        except Exception as ex:
-            raise CheckpointError(f"{self.where}: cannot place '{e['key']}' (shape {tuple(e['shape'])}) on "
-                                  f"{place}: {ex}") from ex
+        out: dict[int, Any] = {}
+        batches: dict[Any, list[int]] = {}
+        for r in needed:
+            e = self.entries[r]
+            if e["storage"][0] == "array" and e["sharding"] is not None:
+                out[r] = raw[e["storage"][1]]
+                continue
+            arr = host[r].view(_plan.dtype_from_name(e["dtype"])).reshape(tuple(e["shape"]))
+            if e["kind"] == "ndarray":
+                out[r] = arr.copy() if e["storage"][0] == "packed" else arr
+                continue
+            out[r] = arr
+            batches.setdefault(self._placement(r), []).append(r)
+        for place, rs in batches.items():
+            try:
+                placed = jax.device_put([out[r] for r in rs], place)
+            except Exception as ex:
+                keys = ", ".join(self.entries[r]["key"] for r in rs[:4])
+                raise CheckpointError(f"{self.where}: cannot place {keys} on {place}: {ex}") from ex
+            for r, a in zip(rs, placed):
+                out[r] = a
+        return out
 
     def _wrap(self, i: int, value):
         e = self.entries[i]

@@ -36,6 +36,7 @@ _POINTER_TMP = POINTER + ".tmp-"
 _in_flight: set[str] = set()  # absolute paths this process is writing right now (never cleaned up)
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
+_cleanups: list[threading.Thread] = []
 
 
 def path_lock(path: str) -> threading.Lock:
@@ -213,7 +214,12 @@ class Transaction:
                                       f"({e}); another process may have created it meanwhile") from e
             fsync_path(os.path.dirname(self.path))
         self.release()
-        cleanup(self.path)
+        # deleting the old version (can be 10s of ms per 100 MB) need not delay the caller; it runs under the
+        # path lock, so that it never races a later save of the same path
+        t = threading.Thread(target=_locked_cleanup, args=(self.path,), name="lazyflow-ckpt-cleanup")
+        with _locks_guard:
+            _cleanups[:] = [c for c in _cleanups if c.is_alive()] + [t]
+        t.start()
 
     def abort(self) -> None:
         """Remove what this save wrote (the previous checkpoint at ``path`` stays untouched)."""
@@ -239,6 +245,19 @@ def _write_pointer(directory: str, info: dict) -> None:
         os.close(fd)
     os.replace(tmp, os.path.join(directory, POINTER))
     fsync_path(directory)
+
+
+def wait_for_cleanups() -> None:
+    """Wait until the background removals of old versions started so far have finished."""
+    with _locks_guard:
+        pending = list(_cleanups)
+    for t in pending:
+        t.join()
+
+
+def _locked_cleanup(path: str) -> None:
+    with path_lock(path):
+        cleanup(path)
 
 
 def cleanup(path: str) -> list[str]:

@@ -60,14 +60,14 @@ def crc_chunks(a: np.ndarray) -> list[int]:
 
 
 def crc_many(arrays: list[np.ndarray]) -> list[list[int]]:
-    """:func:`crc_chunks` of each array, chunks spread over a thread pool (zlib releases the GIL)."""
+    """:func:`crc_chunks` of each array, spread over a thread pool (zlib releases the GIL)."""
     views = [_bytes_view(a) for a in arrays]
-    total = sum(len(v) for v in views)
-    if total < _PAR_MIN:
-        return [[zlib.crc32(v[i:i + CRC_CHUNK]) for i in range(0, max(len(v), 1), CRC_CHUNK)] for v in views]
-    jobs = [[_executor().submit(zlib.crc32, v[i:i + CRC_CHUNK]) for i in range(0, max(len(v), 1), CRC_CHUNK)]
-            if len(v) >= CRC_CHUNK else None for v in views]
-    return [[f.result() for f in j] if j is not None else [zlib.crc32(v)] for j, v in zip(jobs, views)]
+    spans = [range(0, max(len(v), 1), CRC_CHUNK) for v in views]
+    if sum(len(v) for v in views) < _PAR_MIN:
+        return [[zlib.crc32(v[i:i + CRC_CHUNK]) for i in s] for v, s in zip(views, spans)]
+    pool = _executor()
+    jobs = [[pool.submit(zlib.crc32, v[i:i + CRC_CHUNK]) for i in s] for v, s in zip(views, spans)]
+    return [[f.result() for f in j] for j in jobs]
 
 
 def dtype_from_name(name: str) -> np.dtype:

@@ -18,6 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,8 +32,8 @@ import tensorstore as ts  # noqa: E402
 from orbax.checkpoint._src import asyncio_utils as _asyncio_utils  # noqa: E402
 from orbax.checkpoint._src.serialization import tensorstore_utils as _ts_utils  # noqa: E402
 
-__all__ = ["TENSORS", "META", "META_FILE", "aligned_empty", "HostRestoreArgs", "Pieces", "write", "read_meta",
-           "read_arrays"]
+__all__ = ["TENSORS", "META", "META_FILE", "aligned_empty", "HostRestoreArgs", "HostResult", "write",
+           "read_meta", "read_arrays"]
 
 TENSORS = "tensors"
 META = "meta"
@@ -49,22 +50,33 @@ def aligned_empty(nbytes: int) -> np.ndarray:
 
 @dataclasses.dataclass
 class HostRestoreArgs(ocp.RestoreArgs):
-    """Restore a host array into an aligned buffer; ``ranges`` (element ranges of a 1-D array) reads only
-    those ranges, returned as :class:`Pieces`."""
+    """Restore a host array into an aligned buffer.
+
+    ``ranges`` (element ranges of a 1-D array) reads only those ranges, one buffer each; ``checks`` lists,
+    per buffer, the byte spans whose CRC-32 to compute as soon as that buffer has been read (overlapping
+    the checksums with the remaining reads).
+    """
 
     ranges: tuple[tuple[int, int], ...] | None = None
+    checks: tuple[tuple[tuple[int, int], ...], ...] | None = None
 
 
-class Pieces(list):
-    """The buffers read for one array's ``ranges`` (a list subclass, so that JAX treats it as a leaf)."""
+class HostResult:
+    """What :class:`_HostArrayHandler` returns per array: the buffers and the CRC-32s of ``checks``."""
+
+    __slots__ = ("buffers", "crcs")
+
+    def __init__(self, buffers: list, crcs: list):
+        self.buffers, self.crcs = buffers, crcs
 
 
 class _HostArrayHandler(ocp.type_handlers.NumpyHandler):
     """orbax's numpy handler without its defensive deep copy (lazyflow snapshots the data itself) and with
-    reads into aligned buffers, optionally of element ranges only."""
+    reads into aligned buffers, optionally of element ranges only, checksummed as they arrive."""
 
-    def __init__(self):
+    def __init__(self, crc_executor: Callable[[], Any] | None = None):
         super().__init__(deepcopy_host_arrays=False)
+        self._executor = crc_executor
 
     async def deserialize(self, infos: Sequence[Any], args: Sequence[Any] | None = None) -> list:
         args = args or [HostRestoreArgs()] * len(infos)
@@ -75,25 +87,42 @@ class _HostArrayHandler(ocp.type_handlers.NumpyHandler):
                 info, use_ocdbt=info.is_ocdbt_checkpoint, metadata_key=self._metadata_key,
                 raise_array_data_missing_error=info.raise_array_data_missing_error).json
             stores.append(ts.open(ts.Spec(spec), open=True, context=info.ts_context))
-        stores = await asyncio.gather(*stores)
-        out, copies = [], []
-        for store, arg in zip(stores, args):
-            dtype = store.dtype.numpy_dtype
-            ranges = getattr(arg, "ranges", None)
-            if ranges is None:
-                buf = aligned_empty(int(np.prod(store.shape, dtype=np.int64)) * dtype.itemsize)
-                buf = buf.view(dtype).reshape(store.shape)
-                copies.append(ts.array(buf, copy=False, write=True).write(store))
-                out.append(buf)
-            else:
-                pieces = Pieces()
-                for lo, hi in ranges:
-                    buf = aligned_empty((hi - lo) * dtype.itemsize).view(dtype)
-                    copies.append(ts.array(buf, copy=False, write=True).write(store[lo:hi]))
-                    pieces.append(buf)
-                out.append(pieces)
-        await asyncio.gather(*copies)
-        return out
+        stores = await _gather_all(*stores)
+        return await _gather_all(*(self._read(store, arg) for store, arg in zip(stores, args)))
+
+    async def _read(self, store, arg) -> HostResult:
+        dtype = store.dtype.numpy_dtype
+        ranges = getattr(arg, "ranges", None)
+        if ranges is None:
+            n = int(np.prod(store.shape, dtype=np.int64))
+            buffers = [aligned_empty(n * dtype.itemsize).view(dtype).reshape(store.shape)]
+            sources = [store]
+        else:
+            buffers = [aligned_empty((hi - lo) * dtype.itemsize).view(dtype) for lo, hi in ranges]
+            sources = [store[lo:hi] for lo, hi in ranges]
+        checks = getattr(arg, "checks", None) or [()] * len(buffers)
+        loop = asyncio.get_running_loop()
+
+        async def one(buf, src, spans):
+            await ts.array(buf, copy=False, write=True).write(src)
+            flat = buf.reshape(-1).view(np.uint8)
+            if not spans:
+                return []
+            pool = self._executor() if self._executor else None
+            return await _gather_all(*(loop.run_in_executor(pool, zlib.crc32, flat[lo:hi]) for lo, hi in spans))
+
+        crcs = await _gather_all(*(one(b, s, c) for b, s, c in zip(buffers, sources, checks)))
+        return HostResult(buffers, list(crcs))
+
+
+async def _gather_all(*aws):
+    """``asyncio.gather`` that lets every awaitable finish before raising the first error (orbax closes its
+    event loop right after: nothing may still be pending on it)."""
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return list(results)
 
 
 @dataclasses.dataclass
@@ -150,14 +179,14 @@ ocp.checkpoint_args.register_with_handler(_MetaHandler, for_save=True)(MetaSave)
 ocp.checkpoint_args.register_with_handler(_MetaHandler, for_restore=True)(MetaRestore)
 
 
-def _type_registry():
+def _type_registry(crc_executor=None):
     return ocp.type_handlers.create_type_handler_registry(
-        (np.ndarray, _HostArrayHandler()), (jax.Array, ocp.type_handlers.ArrayHandler()))
+        (np.ndarray, _HostArrayHandler(crc_executor)), (jax.Array, ocp.type_handlers.ArrayHandler()))
 
 
-def _checkpointer(async_: bool):
+def _checkpointer(async_: bool, crc_executor=None):
     tensors = ocp.PyTreeCheckpointHandler(use_compression=False, use_ocdbt=True,
-                                          type_handler_registry=_type_registry())
+                                          type_handler_registry=_type_registry(crc_executor))
     registry = ocp.handlers.DefaultCheckpointHandlerRegistry()
     registry.add(TENSORS, ocp.args.PyTreeSave, tensors)
     registry.add(TENSORS, ocp.args.PyTreeRestore, tensors)
@@ -189,11 +218,12 @@ def read_meta(directory: str) -> bytes:
         return f.read()
 
 
-def read_arrays(directory: str, restore_args: Mapping[str, Any]) -> dict:
-    """Restore the named arrays (``{name: RestoreArgs}``; a subset of the saved ones is fine)."""
+def read_arrays(directory: str, restore_args: Mapping[str, Any], crc_executor=None) -> dict:
+    """Restore the named arrays (``{name: RestoreArgs}``; a subset of the saved ones is fine): host arrays
+    as :class:`HostResult`, sharded ones as ``jax.Array``. ``crc_executor()`` gives the checksum pool."""
     if not restore_args:
         return {}
-    ckptr = _checkpointer(False)
+    ckptr = _checkpointer(False, crc_executor)
     item = dict.fromkeys(restore_args, 0)
     out = ckptr.restore(directory, ocp.args.Composite(**{TENSORS: ocp.args.PyTreeRestore(
         item=item, restore_args=dict(restore_args), partial_restore=True)}))

@@ -92,7 +92,8 @@ class CheckpointManager:
         Args:
             step: a non-negative int.
             obj: what :func:`lf.save` accepts.
-            async_save: as in :func:`lf.save`; retention runs once the step is complete.
+            async_save: as in :func:`lf.save`; retention runs once the step is complete, before the
+                handle reports done.
         Returns:
             None, or the :class:`SaveHandle` of the asynchronous save.
         Raises:
@@ -100,20 +101,10 @@ class CheckpointManager:
         """
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
             raise CheckpointError(f"CheckpointManager.save: step must be a non-negative int, got {step!r}")
-        if not async_save:
-            _api.save(obj, self._step_path(step))
-            self._prune()
-            return None
-        handle = _api.save(obj, self._step_path(step), async_save=True)
-        with self._lock:
-            self._pending = [h for h in self._pending if not h.done()] + [handle]
-
-        def prune_when_done():
-            handle._done.wait()
-            if handle._error is None:
-                self._prune()
-
-        threading.Thread(target=prune_when_done, name="lazyflow-ckpt-prune").start()
+        handle = _api._save(obj, self._step_path(step), async_save=async_save, after_commit=self._prune)
+        if handle is not None:
+            with self._lock:
+                self._pending = [h for h in self._pending if not h.done()] + [handle]
         return handle
 
     def wait(self) -> None:
