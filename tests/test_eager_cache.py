@@ -9,6 +9,7 @@ import itertools
 import os
 import subprocess
 import sys
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -226,6 +227,37 @@ def test_default_dtype_is_part_of_the_signature():
     assert e.dtype is lf.float64 and m.dtype is lf.float64 and d.dtype is lf.float64
     np.testing.assert_allclose(e.numpy(), np.exp(np.arange(3.0)), rtol=1e-15)
     assert lf.exp(i).dtype is lf.float32
+
+
+def test_default_dtype_and_the_cache_agree_across_threads():
+    """Whatever scope the default dtype has (lazyflow keeps it per thread), an op's result in a thread follows
+    ``lf.get_default_dtype()`` as seen by that thread, even while another thread uses a different default."""
+    i = lf.tensor(np.arange(3, dtype=np.int64))
+    seen = {}
+    set_in_worker, main_done = threading.Event(), threading.Event()
+
+    def worker():
+        lf.set_default_dtype(lf.float64)
+        try:
+            seen["worker before"] = (lf.exp(i).dtype, lf.get_default_dtype())
+            set_in_worker.set()
+            main_done.wait(30)
+            seen["worker after"] = (lf.exp(i).dtype, lf.get_default_dtype())
+        finally:
+            lf.set_default_dtype(lf.float32)
+
+    th = threading.Thread(target=worker)
+    th.start()
+    try:
+        assert set_in_worker.wait(30)
+        seen["main"] = (lf.exp(i).dtype, lf.get_default_dtype())
+    finally:
+        main_done.set()
+        th.join(30)
+    lf.set_default_dtype(lf.float32)
+    for where, (got, default) in seen.items():
+        assert got is default, f"{where}: exp(int) gave {got} while the default dtype is {default}"
+    assert len(seen) == 3
 
 
 # --------------------------------------------------------------------------- key form and hash dispersion
