@@ -1,0 +1,104 @@
+"""The benchmark suite runs end to end in its quick form (results are not judged: speed lives in benchmarks/).
+
+One subprocess runs ``python -m benchmarks --quick --no-write`` over every module (the training-step module
+narrowed to its smallest case); the rest checks the runner's own machinery: a broken module becomes a FAILED row,
+adapters turn results into ratios, and the report files are written.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # benchmarks/ is a top-level package of the repository, not of the installed wheel
+
+from benchmarks import run as runner  # noqa: E402
+
+BENCH_MODULES = sorted(f[len("bench_"):-3] for f in os.listdir(os.path.join(ROOT, "benchmarks"))
+                       if f.startswith("bench_") and f.endswith(".py"))
+SMOKE_CASES = {"graph": "mlp_b1"}  # the smallest training step; the others' quick paths run as they are
+
+
+def test_runner_knows_every_module():
+    assert set(BENCH_MODULES) <= set(runner.MODULES)
+
+
+def test_quick_suite_runs_every_module():
+    only = ",".join(f"{m}:{SMOKE_CASES[m]}" if m in SMOKE_CASES else m for m in (*BENCH_MODULES, "disk"))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--no-write", "--only", only],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-4000:] + proc.stderr[-4000:]
+    header = next(line for line in out.splitlines() if line.startswith("benchmark "))
+    assert all(h in header for h in runner.HEADERS)
+    rows = [line.split(" | ") for line in out.splitlines() if " | " in line and not line.startswith("benchmark ")]
+    assert {r[0].strip() for r in rows} == {*BENCH_MODULES, "disk"}
+    assert not any(r[7].strip() == "FAILED" for r in rows if len(r) > 7)
+    assert any(r[5].strip().endswith("x") for r in rows)  # at least one ratio was computed
+    assert "targets met" in out
+
+
+def test_failures_become_rows_not_crashes():
+    rows, output, _ = runner._run_module("does_not_exist", True, None, 60, False)
+    assert len(rows) == 1 and rows[0].met == "FAILED" and "missing module" in rows[0].error
+    table = runner.format_table(rows)
+    assert "FAILED" in table and "does_not_exist" in table
+
+
+def test_adapters():
+    eager = {"dispatch": [{"op": "add", "lazyflow": 6e-6, "jit": 5e-6, "jnp": 8e-6, "torch": 1e-6}],
+             "setitem": {"total": 20000, "first_chunk": 0.2, "last_chunk": 0.3, "lf_total": 0.5,
+                         "torch_total": 0.05, "entries": 7}}
+    rows = runner.adapt("eager", eager)
+    by = {(r.case, r.versus): r for r in rows}
+    r = by[("dispatch add (16x16, cache hit)", "bare jax.jit")]
+    assert r.ratio == pytest.approx(1.2) and r.met == "yes"
+    assert by[("setitem loop: last 10k chunk", "first 10k chunk")].met == "NO"  # 1.5x > 1.2x
+    assert by[("setitem loop: 20000 updates", "torch eager")].ratio == pytest.approx(10.0)
+    # a shape the adapter does not expect is reported (generic pairs + a note), never raised
+    odd = runner.adapt("eager", {"dispatch": [{"op": "x"}], "lf_step": 2.0, "torch_step": 1.0})
+    assert any(r.case == "adapter" and "not in the expected shape" in r.note for r in odd)
+    assert any(r.ratio == pytest.approx(2.0) for r in odd)
+    # throughputs are compared as times: twice torch's samples/s is half its time
+    gen = runner.adapt("newmod", [{"case": "w0", "lf_samples_per_s": 200.0, "torch_samples_per_s": 100.0}])
+    assert [round(r.ratio, 6) for r in gen] == [0.5]
+    # modules may return rows in the runner's own form
+    own = runner.adapt("x", [{"case": "c", "versus": "torch", "lf": 3.0, "ref": 2.0, "target": 1.0}])
+    assert own[0].ratio == pytest.approx(1.5) and own[0].met == "NO"
+
+
+def test_report_files(tmp_path):
+    rows = [runner.Row("eager", "op", "torch", 2.0, 1.0, 1.25, "<= 1.25x (#2)"),
+            runner.Row("graph", "step", "jax.jit", 1.0, 2.0, 1.1, "<= 1.1x (#4)"),
+            runner.Row("optim", "FAILED", error="boom")]
+    png, md = tmp_path / "ratios.png", tmp_path / "BENCHMARKS.md"
+    assert runner.save_plot(rows, str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from PIL import Image
+
+    with Image.open(png) as im:
+        im.verify()
+    import datetime
+
+    info = runner.machine_info()
+    assert info["cores"] >= 1 and set(runner.DISTS) <= set(info["versions"])
+    runner.write_markdown(str(md), rows, {"eager": "table"}, info, "python -m benchmarks", False, str(png),
+                          datetime.datetime(2026, 1, 2, 3, 4), 5.0)
+    text = md.read_text()
+    assert "`python -m benchmarks`" in text and "2026-01-02 03:04" in text and info["cpu"] in text
+    assert "1 of 2 targets met" in text and "1 benchmark(s) failed" in text
+    assert "| eager | op | torch | 2.00 s | 1.00 s | 2.00x | <= 1.25x (#2) | NO |" in text
+    assert "![ratios](ratios.png)" in text
+
+
+def test_script_entry_point():
+    proc = subprocess.run([sys.executable, os.path.join("benchmarks", "run.py"), "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "--quick" in proc.stdout and "--only" in proc.stdout
+    assert runner.parse_only("eager,graph:mlp_b1+small_cnn") == {"eager": None, "graph": ["mlp_b1", "small_cnn"]}
+    with pytest.raises(SystemExit, match="unknown benchmark"):
+        runner.parse_only("nope")
