@@ -1,1 +1,5 @@
-"""(under construction)"""
+"""``lf.utils``: data loading (``lf.utils.data``)."""
+
+from . import data
+
+__all__ = ["data"]

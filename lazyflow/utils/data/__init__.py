@@ -1,0 +1,20 @@
+"""``lf.utils.data``: datasets, samplers and the DataLoader (torch's API, batches as lazyflow tensors)."""
+
+from ._worker import WorkerInfo, get_worker_info
+from .collate import default_collate, default_convert
+from .dataloader import DataLoader
+from .dataset import ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
+from .sampler import (
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
+
+__all__ = [
+    "Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset", "random_split",
+    "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
+    "BatchSampler", "DataLoader", "default_collate", "default_convert", "get_worker_info", "WorkerInfo",
+]
