@@ -250,7 +250,7 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
         if txn is not None:
             txn.abort()
         lock.release()
-        if isinstance(e, (LazyflowError, KeyboardInterrupt)):
+        if isinstance(e, LazyflowError) or not isinstance(e, Exception):
             raise
         raise _fail(path, e) from e
     if not async_save:
