@@ -125,3 +125,67 @@ def test_interchange(tmp_path, capsys):
     assert [k.removeprefix("_orig_mod.") for k in tc["keys"]] == tc["plain_keys"]
     loads = [v for k, v in tc.items() if "load_state_dict" in k]
     assert len(loads) == 2 and all(v is not None and "Missing key" in v for v in loads)
+
+
+# ------------------------------------------------------------------------------------------------- train_digits
+
+
+def _torch_accuracy(ex, state: dict, x_test: np.ndarray, y_test: np.ndarray) -> float:
+    """Test accuracy of the saved weights, computed by the same network built in torch (eval mode)."""
+    tm = ex.make_model(torch.nn)
+    tm.load_state_dict({k: torch.from_numpy(np.array(v.numpy())) for k, v in state.items()})
+    tm.eval()
+    with torch.no_grad():
+        pred = tm(torch.from_numpy(x_test)).argmax(1).numpy()
+    return float((pred == y_test).mean())
+
+
+def test_train_digits(tmp_path, capsys):
+    ex = load_example("train_digits")
+    out = ex.main(["--epochs", "4", "--quick", "--out", str(tmp_path), "--no-progress", "--seed", "0"])
+    printed = capsys.readouterr().out
+    hist = out["history"]
+    assert [(h["epoch"], h["mode"]) for h in hist] == [(1, "eager"), (2, "eager"), (3, "graph"), (4, "graph")]
+    eager_ck, graph_ck = out["checkpoints"]
+    assert f"resumed from {eager_ck} in graph mode" in printed
+    _, x_test, _, y_test = ex.load_data(0)
+
+    # the eager checkpoint holds the eager model: torch recomputes its recorded accuracy from the saved weights
+    ck = lf.load(eager_ck)
+    assert ck["epoch"] == 2 and list(ck["history"]) == hist[:2]
+    assert abs(_torch_accuracy(ex, ck["model"], x_test, y_test) - hist[1]["acc"]) <= 1.5 / len(y_test)
+    # ... and it loads into a model trained by an lf.nn.Graph step, which trains on from it
+    model = ex.make_model()
+    opt = lf.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+    model.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["optim"])
+    assert set(opt.state_dict()["state"]) == set(ck["optim"]["state"])
+    x_train, _, y_train, _ = ex.load_data(0)
+    step = ex.TrainStep(model, opt)
+    xb, yb = lf.tensor(x_train[:64]), lf.tensor(y_train[:64])
+    losses = [step(xb, yb).item() for _ in range(5)]
+    assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
+
+    # the run itself: graph epochs continue (not restart) and keep lowering the loss
+    assert hist[2]["loss"] < hist[0]["loss"] and hist[3]["loss"] < hist[2]["loss"]
+    # final accuracy well above chance (10%), and equal to torch's evaluation of the final checkpoint
+    assert out["final_acc"] > 0.6
+    final = lf.load(graph_ck)
+    assert final["epoch"] == 4
+    assert abs(_torch_accuracy(ex, final["model"], x_test, y_test) - out["final_acc"]) <= 1.5 / len(y_test)
+
+    # the plot: a real PNG that both PIL and matplotlib decode
+    png = out["plot"]
+    assert os.path.dirname(png) == str(tmp_path)
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    from PIL import Image
+
+    with Image.open(png) as im:
+        im.verify()
+    with Image.open(png) as im:
+        assert im.format == "PNG" and im.size[0] > 200 and im.size[1] > 100
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(png)
+    assert pixels.ndim == 3 and pixels.std() > 0  # not a blank image
