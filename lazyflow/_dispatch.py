@@ -61,7 +61,15 @@ def record(entry, args, res, multi):
     outs = res if multi else (res,)
     edge = [isinstance(a, Tensor) and a._rg and i in diff for i, a in enumerate(args)]
     inputs = tuple(a if (e or not isinstance(a, Tensor)) else _make(a._value, a._meta) for a, e in zip(args, edge))
-    node = Node(entry, inputs, tuple(a._version if e else None for a, e in zip(args, edge)), len(outs))
+    lin = entry.op.linear if hasattr(entry, "op") else False
+    if not lin:
+        check = edge
+    elif lin == "multi":  # an operand's value matters only to the gradients of the other operands
+        n_edges = builtins.sum(edge)
+        check = [e and n_edges > 1 for e in edge]
+    else:
+        check = [False] * len(edge)
+    node = Node(entry, inputs, tuple(a._version if c else None for a, c in zip(args, check)), len(outs))
     for i, t in enumerate(outs):
         if t._meta[1].is_floating_point:
             t._rg = True

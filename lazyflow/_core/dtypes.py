@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import threading
 
 import jax.numpy as jnp
 import numpy as np
@@ -72,11 +71,14 @@ _ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16
             "long": int64, "bool": bool_}
 
 
-class _Default(threading.local):
+class _Default:
+    """Process-wide, like torch.set_default_dtype (the eager cache keeps one kernel table per default)."""
+
     dtype = float32
 
 
 _default = _Default()
+_listeners: list = []  # called with the new default dtype (the eager cache keeps one table per default dtype)
 
 
 def get_default_dtype() -> DType:
@@ -91,6 +93,8 @@ def set_default_dtype(d) -> None:
         raise DTypeError(f"set_default_dtype expects a floating dtype, got {d}")
     d.to_jax()
     _default.dtype = d
+    for fn in _listeners:
+        fn(d)
 
 
 def default_int() -> DType:

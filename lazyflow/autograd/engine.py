@@ -20,11 +20,11 @@ def _topo(roots):
         stack.append((node, True))
         if node.inputs is None:
             continue
+        edges = node.edges
         for pos in node.entry.diff:
-            a = node.inputs[pos]
-            n = a._node
-            if n is not None and a._rg and id(n) not in seen:
-                stack.append((n, False))
+            e = edges[pos]
+            if e is not None and node.inputs[pos]._rg and id(e[0]) not in seen:
+                stack.append((e[0], False))
     order.reverse()
     return order
 
@@ -44,12 +44,12 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
     pending: dict[int, list] = {}
     nodes: dict[int, object] = {}
 
-    def deliver(t, g):
+    def deliver(t, g, edge):
+        """Route gradient ``g`` of tensor ``t`` to ``edge`` = (node, output index), or to ``t`` if a leaf."""
         if capture is not None and id(t) in capture:
             prev = capture[id(t)]
             capture[id(t)] = g if prev is None else acc(prev, g)
-        n = t._node
-        if n is None:
+        if edge is None:
             if capture is None:
                 if create_graph:
                     t.grad = g if t.grad is None else t.grad + g
@@ -61,18 +61,18 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
                 t.grad = g if t.grad is None else t.grad + g
             else:
                 t.grad = _make(g, t._meta) if t.grad is None else _make(acc(t.grad._value, g), t._meta)
+        n, i = edge
         slot = pending.get(id(n))
         if slot is None:
             slot = pending[id(n)] = [None] * n.n_out
             nodes[id(n)] = n
-        i = t._oidx
         slot[i] = g if slot[i] is None else acc(slot[i], g)
 
     root_nodes = []
     for r, g in zip(roots, grads):
         if r._node is not None:
             root_nodes.append(r._node)
-        deliver(r, g)
+        deliver(r, g, None if r._node is None else (r._node, r._oidx))
 
     for node in _topo(root_nodes):
         gs = pending.pop(id(node), None)
@@ -99,10 +99,12 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
         else:
             vals = [getattr(a, "_value", a) for a in node.inputs]
             outs = entry.bwd_call(vals, gs)
+        edges = node.edges
         for pos, g in zip(entry.diff, outs):
             a = node.inputs[pos]
             if a._rg:
-                deliver(a, g)
+                deliver(a, g, edges[pos])
         if not retain_graph:
             node.inputs = None
             node.versions = ()
+            node.edges = ()

@@ -10,15 +10,19 @@ class Node:
     positions), ``name``, ``bwd_call(values, cotangents)`` (array-level backward) and ``bwd_op()`` (an
     OpDef computing the same backward, applied through the interpreter when ``create_graph=True``).
     ``inputs`` holds the operands (Tensors and scalars); ``versions`` their version counters at record time.
+    ``edges`` fixes, at record time, where each operand's gradient goes: ``(node, output index)`` for a non-leaf,
+    None for a leaf or a non-tensor -- an in-place op that later rebases the operand tensor onto a new node
+    must not reroute gradients recorded before it (torch's saved variables keep their grad_fn the same way).
     """
 
-    __slots__ = ("entry", "inputs", "versions", "n_out", "__weakref__")
+    __slots__ = ("entry", "inputs", "versions", "n_out", "edges", "__weakref__")
 
     def __init__(self, entry, inputs, versions, n_out):
         self.entry = entry
         self.inputs = inputs
         self.versions = versions
         self.n_out = n_out
+        self.edges = tuple((a._node, a._oidx) if getattr(a, "_node", None) is not None else None for a in inputs)
 
     def name(self) -> str:
         return "".join(p.capitalize() for p in self.entry.name.split("_")) + "Backward0"
@@ -30,5 +34,5 @@ class Node:
     def next_functions(self):
         if self.inputs is None:
             return ()
-        return tuple((getattr(a, "_node", None), getattr(a, "_oidx", 0)) for a in self.inputs
+        return tuple(e if e is not None else (None, 0) for a, e in zip(self.inputs, self.edges)
                      if hasattr(a, "_node"))

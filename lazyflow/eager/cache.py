@@ -44,6 +44,23 @@ class _Stats:
 
 stats = _Stats()
 entries: dict = {}
+# The default float dtype changes what int->float promotion and Python-float operands produce, so it is part of
+# every signature. Rather than adding it to each key on the hot path, the cache keeps one table per default
+# dtype and switches tables when it changes (lf.set_default_dtype).
+_tables: dict = {}
+_switch_hooks: list = []
+
+
+def use_table(default_dtype) -> None:
+    """Make the table for ``default_dtype`` current (called when the default dtype changes)."""
+    global entries
+    entries = _tables.setdefault(default_dtype, {})
+    for fn in _switch_hooks:
+        fn(entries)
+
+
+def _all_entries():
+    return [(t, k) for t in _tables.values() for k in t]
 
 
 def cache_info() -> CacheInfo:
@@ -52,13 +69,14 @@ def cache_info() -> CacheInfo:
     >>> lf.eager.cache_info()
     CacheInfo(hits=..., misses=..., evictions=0, currsize=..., maxsize=4096, backward_compiles=...)
     """
-    return CacheInfo(stats.hits, stats.misses, stats.evictions, len(entries), stats.maxsize,
-                     stats.backward_compiles)
+    return CacheInfo(stats.hits, stats.misses, stats.evictions, sum(len(t) for t in _tables.values()),
+                     stats.maxsize, stats.backward_compiles)
 
 
 def clear_cache() -> None:
     """Drop every cached kernel and reset the counters."""
-    entries.clear()
+    for t in _tables.values():
+        t.clear()
     stats.hits = stats.misses = stats.evictions = stats.backward_compiles = 0
 
 
@@ -67,7 +85,7 @@ def set_cache_limit(n: int) -> None:
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"set_cache_limit expects a positive int, got {n!r}")
     stats.maxsize = n
-    while len(entries) > n:
+    while sum(len(t) for t in _tables.values()) > n:
         _evict_one()
 
 
@@ -76,13 +94,13 @@ def get_cache_limit() -> int:
 
 
 def _evict_one() -> None:
-    victim = min(entries, key=lambda k: entries[k].tick)
-    del entries[victim]
+    table, victim = min(_all_entries(), key=lambda tk: tk[0][tk[1]].tick)
+    del table[victim]
     stats.evictions += 1
 
 
 def insert(key, entry) -> None:
     entry.tick = stats.hits
     entries[key] = entry
-    if len(entries) > stats.maxsize:
+    if sum(len(t) for t in _tables.values()) > stats.maxsize:
         _evict_one()

@@ -28,9 +28,16 @@ from .._tensor import Tensor, _make, _meta_of
 from ..ops.table import OpDef, backward_fn, diff_positions, specialize
 from . import cache as _cache
 
-_entries = _cache.entries
 _stats = _cache.stats
-_get = _entries.get
+_get = None
+
+
+def _use_entries(table) -> None:
+    global _get
+    _get = table.get
+
+
+_cache._switch_hooks.append(_use_entries)
 _getrefcount = sys.getrefcount
 _SCALAR_TYPES = SCALAR_TYPES
 _DONATE = "donate"
@@ -269,3 +276,13 @@ class EagerInterpreter:
 INTERPRETER = EagerInterpreter()
 if type(state).interp is None:
     type(state).interp = INTERPRETER  # the default in every thread
+
+
+def _on_default_dtype(d) -> None:
+    _cache.use_table(d)
+
+
+from .._core import dtypes as _D  # noqa: E402
+
+_D._listeners.append(_on_default_dtype)
+_cache.use_table(_D.get_default_dtype())

@@ -39,18 +39,23 @@ class OpDef:
             None for no gradient), attached with ``jax.custom_vjp``; without it, ``jax.vjp`` of the
             implementation is the backward.
         differentiable: False for ops whose outputs never carry gradients (comparisons, argmax...).
+        linear: True when the gradient does not depend on the differentiable operands' values (add, reshape,
+            sum, clone...): the tape then does not version-check them, as torch saves nothing for such ops;
+            ``"multi"`` when the op is linear in each operand separately (mul, matmul): an operand is checked
+            only if another operand requires grad.
     """
 
-    __slots__ = ("name", "impl", "static", "dtypes", "bwd", "differentiable", "__weakref__")
+    __slots__ = ("name", "impl", "static", "dtypes", "bwd", "differentiable", "linear", "__weakref__")
 
     def __init__(self, name: str, impl: Callable, *, static: tuple[str, ...] = (), dtypes="promote",
-                 bwd: Callable | None = None, differentiable: bool = True):
+                 bwd: Callable | None = None, differentiable: bool = True, linear: bool = False):
         self.name = name
         self.impl = impl
         self.static = tuple(static)
         self.dtypes = dtypes
         self.bwd = bwd
         self.differentiable = differentiable
+        self.linear = linear
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
