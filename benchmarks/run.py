@@ -268,6 +268,21 @@ def _adapt_checkpoint(res) -> list[Row]:
     return rows
 
 
+def _adapt_dataloader(res) -> list[Row]:
+    at_least = res.get("target_ratio_at_least", 1.0)
+    rows = []
+    for c in res["cases"]:
+        lf_rate, t_rate = c["lf_samples_per_s"], c["torch_samples_per_s"]
+        rows.append(Row("dataloader", f"DataLoader {c['case']}: time per sample", "torch DataLoader",
+                        1 / lf_rate if lf_rate else None, 1 / t_rate if t_rate else None, 1 / at_least,
+                        f">= {at_least:g}x torch's samples/s: <= {1 / at_least:.2f}x (#3)",
+                        f"{lf_rate:.0f} vs {t_rate:.0f} samples/s"))
+        if "lf_first_batch_s" in c:
+            rows.append(Row("dataloader", f"DataLoader {c['case']}: first batch (worker start)",
+                            "torch DataLoader", c["lf_first_batch_s"], c["torch_first_batch_s"]))
+    return rows
+
+
 def _adapt_disk(res) -> list[Row]:
     return [Row("disk", f"dd {res['bytes'] >> 20} MB conv=fdatasync", "", None, None,
                 note=f"write {res['write_gbps']:.2f} GB/s, read back {res['read_gbps']:.2f} GB/s")]
@@ -329,7 +344,8 @@ def _adapt_generic(name: str, res) -> list[Row]:
     return rows or [Row(name, "(no ratio recognized in the result)", note="see the module's output below")]
 
 
-ADAPTERS = {"eager": _adapt_eager, "graph": _adapt_graph, "checkpoint": _adapt_checkpoint, "disk": _adapt_disk}
+ADAPTERS = {"eager": _adapt_eager, "graph": _adapt_graph, "checkpoint": _adapt_checkpoint,
+            "dataloader": _adapt_dataloader, "disk": _adapt_disk}
 
 
 def adapt(name: str, res) -> list[Row]:
