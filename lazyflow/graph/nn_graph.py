@@ -20,9 +20,11 @@ import jax.numpy as jnp
 
 from .._core.context import state
 from .._core.errors import GraphError
+from .._core.placement import sharding_of
 from .._creation import default_generator
 from .._tensor import Tensor, _make, _meta_of
 from ..amp import _AutocastInterpreter
+from ..distributed.spmd import batch_sharding, batch_to_global, param_sharding, replicated, to_global
 from ..nn.module import Module
 from .functionalize import RngCounter, flatten_out, install, restore, rng_inputs, wrap_args
 from .trace import Tracing
@@ -65,12 +67,43 @@ class GraphConfig:
             raise ValueError(f"gradient accumulation steps must be a positive int, got {n!r}")
         self.grad_acc_steps = n
 
+    def data_parallel(self, mesh, axis: str = "data") -> None:
+        """Split each batch (dim 0 of every tensor argument) over mesh axis ``axis``; parameters are replicated and
+        XLA all-reduces the gradients inside the program. Same loss trajectory as one device with the same
+        global batch. In several processes, each passes its own slice of the global batch."""
+        _check_axis(mesh, axis)
+        self.mesh, self.data_axis = mesh, axis
+
+    def shard_parameters(self, mesh, axis: str = "data") -> None:
+        """FSDP-style: parameters and optimizer state are split over mesh axis ``axis`` (first divisible dimension;
+        others replicated) and gathered inside the program where needed. ``model.state_dict()`` then holds the
+        sharded tensors, in the eager layout."""
+        _check_axis(mesh, axis)
+        if self.mesh is not None and self.mesh is not mesh:
+            raise ValueError("data_parallel and shard_parameters must use the same mesh")
+        self.mesh, self.param_axis = mesh, axis
+
     def _key(self):
         return (self.amp_dtype, self.grad_acc_steps, id(self.mesh), self.data_axis, self.param_axis)
 
     def __repr__(self) -> str:
         return (f"GraphConfig(amp={self.amp_dtype.name if self.amp_dtype else None}, "
                 f"gradient_accumulation_steps={self.grad_acc_steps})")
+
+
+def _check_axis(mesh, axis) -> None:
+    names = (axis,) if isinstance(axis, str) else tuple(axis)
+    missing = [a for a in names if a not in mesh.axis_names]
+    if missing:
+        raise ValueError(f"mesh has axes {mesh.axis_names}, not {missing}")
+
+
+def _ensure_placed(t, sharding) -> None:
+    """Rebind ``t`` (same object) to ``sharding`` if it is placed differently."""
+    if t._meta[2] and sharding_of(t._meta[2]) == sharding:
+        return
+    t._value = to_global(t._value, sharding)
+    t._meta = _meta_of(t._value)
 
 
 class _Step:
@@ -181,6 +214,14 @@ class Graph:
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
         opt_params, other, buffers, opt_state, hyper, plan = self._gather()
         lifted = self._lifted
+        cfg = self.config
+        if cfg.mesh is not None:
+            for t in opt_params + other + opt_state:
+                _ensure_placed(t, param_sharding(t.shape, cfg.mesh, cfg.param_axis))
+            for t in buffers + lifted:
+                _ensure_placed(t, replicated(cfg.mesh))
+            leaves = [_make(batch_to_global(x._value, batch_sharding(x.shape, cfg.mesh, cfg.data_axis)))
+                      if isinstance(x, Tensor) else x for x in leaves]
         key = (tree, tuple(t._meta if isinstance(t, Tensor) else ("py", type(t), t) for t in leaves),
                tuple(t._meta for t in opt_params), tuple((t._meta, t._rg) for t in other),
                tuple(t._meta for t in buffers), tuple(t._meta for t in opt_state), tuple(p[1:] for p in plan),
@@ -188,7 +229,7 @@ class Graph:
                tuple(m.training for mod in self._modules.values() for m in mod.modules()), self.config._key())
         step = self._steps.get(key)
         if step is None:
-            step = self._build_step(tree, leaves, opt_params, other, buffers, plan, lifted)
+            step = self._build_step(tree, leaves, opt_params, other, buffers, plan, lifted, opt_state)
             self._steps[key] = step
             self.__dict__["_compiles"] += 1
             if len(self._steps) > self._limit:
@@ -198,7 +239,7 @@ class Graph:
             self.__dict__["_hits"] += 1
         return self._run(step, leaves, opt_params, other, buffers, opt_state, hyper, plan, lifted)
 
-    def _build_step(self, tree, leaves, opt_params, other, buffers, plan, lifted):
+    def _build_step(self, tree, leaves, opt_params, other, buffers, plan, lifted, opt_state):
         step = _Step()
         info = {}
         cfg = self.config
@@ -208,6 +249,14 @@ class Graph:
         has_opt = bool(plan)
         where = f"{type(self).__name__}.build"
         params = opt_params + other
+        constrain = None
+        if cfg.mesh is not None:
+            sh_opt = [sharding_of(p._meta[2]) for p in opt_params]
+            sh_buf = [sharding_of(b._meta[2]) for b in buffers]
+            sh_state = [sharding_of(t._meta[2]) for t in opt_state]
+
+            def constrain(vals, shardings):
+                return [v if s is None else jax.lax.with_sharding_constraint(v, s) for v, s in zip(vals, shardings)]
 
         def pure(opt_vals, state_vals, hyper_vals, other_vals, buf_vals, lifted_vals, arg_vals, seed, offset):
             self.__dict__["_traces"] += 1
@@ -260,6 +309,10 @@ class Graph:
                     updates.append((tuple(live), extra))
                 new_bufs = [b._value for b in buffers]
                 written = tuple(i for i in range(n_bufs) if new_bufs[i] is not buf_vals[i])
+                if constrain is not None:  # keep every piece of state where it lives: no drift, no recompiles
+                    new_opt_vals = constrain(new_opt_vals, sh_opt)
+                    new_state = constrain(new_state, sh_state)
+                    new_bufs = constrain(new_bufs, sh_buf)
                 info.update(out_tree=out_tree, n_rng=rng.count, written=written, captured=dict(ctx.captured),
                             live=[u[0] for u in updates])
                 return (out_vals, new_opt_vals, new_state, [u[1] for u in updates],
