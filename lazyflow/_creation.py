@@ -281,11 +281,21 @@ class Generator:
     """
 
     def __init__(self, device=None):
-        from ._core.device import Device, default_device
+        from ._core.device import Device
 
-        self.device = default_device() if device is None else Device(device)
+        self._device = None if device is None else Device(device)
         self._seed = 67280421310721
         self._offset = 0
+
+    @property
+    def device(self):
+        """The generator's device (resolved on first use: importing lazyflow must not start JAX's backend,
+        so that ``lf.distributed.init_process_group()`` can still run after ``import lazyflow``)."""
+        if self._device is None:
+            from ._core.device import default_device
+
+            self._device = default_device()
+        return self._device
 
     def manual_seed(self, seed: int) -> Generator:
         """Reset to ``seed`` (any int in ``[-2**63, 2**64)``); returns the generator.
