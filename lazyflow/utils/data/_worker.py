@@ -20,6 +20,7 @@ import os
 import pickle
 import queue
 import random
+import signal
 import sys
 import traceback
 from dataclasses import dataclass
@@ -273,6 +274,10 @@ def _seed_all(base_seed: int, worker_id: int) -> int:
     return seed
 
 
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def worker_loop(iterable: bool, dataset, index_queue, result_queue, done_event, epoch_value, auto_collation: bool,
                 collate_mode: str, collate_fn, drop_last: bool, base_seed: int, init_fn, worker_id: int,
                 num_workers: int, num_slots: int) -> None:
@@ -293,6 +298,7 @@ def worker_loop(iterable: bool, dataset, index_queue, result_queue, done_event, 
             return numpy_convert(data)
         return collate_fn(data)
 
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         seed = _seed_all(base_seed, worker_id)
         _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)

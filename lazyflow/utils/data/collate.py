@@ -116,12 +116,12 @@ class _Collator:
             out = {key: self([d[key] for d in batch]) for key in elem}
             return _rebuild_mapping(elem, out)
         if isinstance(elem, tuple) and hasattr(elem, "_fields"):
-            return type(elem)(*(self(list(s)) for s in zip(*batch)))
+            return type(elem)(*(self(s) for s in zip(*batch)))
         if isinstance(elem, collections.abc.Sequence):
             size = len(elem)
             if any(len(e) != size for e in batch):
                 raise RuntimeError("each element in list of batch should be of equal size")
-            parts = [self(list(s)) for s in zip(*batch)]
+            parts = [self(s) for s in zip(*batch)]
             if isinstance(elem, tuple):
                 return parts  # torch returns a list for tuples
             return _rebuild_sequence(elem, parts)

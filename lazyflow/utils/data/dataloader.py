@@ -14,6 +14,7 @@ import atexit
 import itertools
 import multiprocessing
 import queue
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable
@@ -381,6 +382,7 @@ class _MultiProcessIter(_BaseIter):
         if self._timeout > 0:
             ok, msg = self._try_receive(self._timeout)
             if not ok:
+                self._shutdown_workers()
                 raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
             return msg
         while True:
@@ -426,12 +428,17 @@ class _MultiProcessIter(_BaseIter):
                     q.put(None)
                 except (OSError, ValueError):
                     pass
+            deadline = time.monotonic() + 1.0  # idle workers exit at once; busy ones are stopped below
             for w in self._workers:
-                w.join(timeout=5.0)
+                w.join(timeout=max(0.0, deadline - time.monotonic()))
         finally:
             for w in self._workers:
                 if w.is_alive():
-                    w.terminate()
+                    w.terminate()  # SIGTERM: the worker exits through its cleanup (shared memory unlinked)
+            for w in self._workers:
+                w.join(timeout=5.0)
+                if w.is_alive():
+                    w.kill()
                     w.join(timeout=1.0)
             for q in self._index_queues:
                 q.close()
