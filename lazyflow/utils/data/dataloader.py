@@ -40,8 +40,8 @@ class _InfiniteConstantSampler(Sampler):
 
 
 # imported once by the fork server, so workers forked from it skip these imports; importing them starts no
-# JAX backend (no XLA threads), so forking afterwards is safe
-_PRELOAD = ["numpy", "jax", "jax.numpy"]
+# JAX backend (no XLA threads), so forking afterwards is safe (JAX itself warns at fork time if its backend is running)
+_PRELOAD = ["numpy", "jax", "jax.numpy", "lazyflow.utils.data._worker"]
 
 
 def _context(ctx):
