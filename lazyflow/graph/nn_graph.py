@@ -173,22 +173,24 @@ class Graph:
     def _gather(self):
         """Everything the step reads: optimized parameters (donated), other parameters, buffers, optimizer
         state, and per param group a plan entry ``(optimizer, group index, positions, state keys, static)``."""
-        seen, opt_params, plan, hyper = set(), [], [], []
+        index, opt_params, plan, hyper = {}, [], [], []
         for opt, _ in self._optimizers:
             for gi, group in enumerate(opt.param_groups):
                 ps = [p for p in group["params"] if p._rg]
                 opt._init_state(gi, ps)
                 pos = []
                 for p in ps:
-                    if id(p) not in seen:
-                        seen.add(id(p))
+                    i = index.get(id(p))
+                    if i is None:
+                        i = index[id(p)] = len(opt_params)
                         opt_params.append(p)
-                    pos.append(next(i for i, q in enumerate(opt_params) if q is p))
+                    pos.append(i)
                 keys = tuple(tuple(sorted(k for k, v in opt.state.get(p, {}).items() if isinstance(v, Tensor)))
                              for p in ps)
                 dyn, static = opt._split_hyper(group)
                 hyper.append(dyn)
                 plan.append((opt, gi, tuple(pos), keys, static))
+        seen = set(index)
         other, buffers = [], []
         for m in self._modules.values():
             for sub in m.modules():
