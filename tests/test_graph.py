@@ -213,4 +213,10 @@ def test_debug_prints_compile_events(capsys):
     step.debug(1)
     step(*_data())
     assert "compiled" in capsys.readouterr().out
+    m2 = _model()
+    step2 = Step(m2, lf.optim.SGD(m2.parameters(), lr=0.1))
+    step2.debug(3)
+    step2(*_data())
+    out = capsys.readouterr().out
+    assert "traced program" in out and "dot_general" in out and "HloModule" in out
     assert copy.copy(step) is not None

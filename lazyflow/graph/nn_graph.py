@@ -340,11 +340,17 @@ class Graph:
         seed, offset = rng_inputs()
         t0 = time.perf_counter()
         first = step.out_tree is None
+        call_args = (opt_vals, state_vals, hyper, [t._value for t in other], [b._value for b in buffers],
+                     [t._value for t in lifted], arg_vals, seed, offset)
+        if first and self._debug >= 2:
+            traced = kernel.trace(*call_args)
+            print(f"[lf.nn.Graph {type(self).__name__}] traced program:\n{traced.jaxpr}")
+            if self._debug >= 3:
+                print(f"[lf.nn.Graph {type(self).__name__}] optimized HLO:\n{traced.lower().compile().as_text()}")
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-            outs, new_opt, new_state, extras, new_bufs = kernel(
-                opt_vals, state_vals, hyper, [t._value for t in other], [b._value for b in buffers],
-                [t._value for t in lifted], arg_vals, seed, offset)
+            outs, new_opt, new_state, extras, new_bufs = kernel(*call_args)
+        del call_args
         del opt_vals, state_vals
         if first:
             info = step.info
