@@ -160,7 +160,7 @@ def test_crash_after_pointer_switch_before_cleanup_keeps_new(tmp_path, monkeypat
     path = str(tmp_path / "ckpt")
     lf.save({"v": lf.full((300, 300), 1.0)}, path)
     old = _layout.resolve(path, 1)
-    monkeypatch.setattr(_layout, "_locked_cleanup", lambda p: None)  # killed before removing the old version
+    monkeypatch.setattr(_layout, "_remove_all", lambda paths: None)  # killed before removing the old version
     lf.save({"v": lf.full((300, 300), 2.0)}, path)
     monkeypatch.undo()
     assert os.path.isdir(old)

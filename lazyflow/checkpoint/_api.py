@@ -237,11 +237,11 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
     try:
         plan = _plan.Plan(obj, snapshot_numpy=async_save)
         txn = _layout.Transaction(path)
-        meta = (lambda: _encode_meta(plan))
-        if async_save:
-            ckptr = _store.write(txn.version_dir, plan.arrays, plan.save_args, meta, async_=True)
-        else:
-            _store.write(txn.version_dir, plan.arrays, plan.save_args, meta)
+        if async_save:  # checksums and metadata are computed in the background commit
+            ckptr = _store.write(txn.version_dir, plan.arrays, plan.save_args, lambda: _encode_meta(plan),
+                                 async_=True)
+        else:  # checksums first (in parallel threads): measured faster than racing the writes for the cores
+            _store.write(txn.version_dir, plan.arrays, plan.save_args, _encode_meta(plan))
             txn.commit(FORMAT_VERSION)
             txn = None
             if after_commit is not None:

@@ -214,12 +214,15 @@ class Transaction:
                                       f"({e}); another process may have created it meanwhile") from e
             fsync_path(os.path.dirname(self.path))
         self.release()
-        # deleting the old version (can be 10s of ms per 100 MB) need not delay the caller; it runs under the
-        # path lock, so that it never races a later save of the same path
-        t = threading.Thread(target=_locked_cleanup, args=(self.path,), name="lazyflow-ckpt-cleanup")
-        with _locks_guard:
-            _cleanups[:] = [c for c in _cleanups if c.is_alive()] + [t]
-        t.start()
+        # Removing the old version (10s of ms per 100 MB) need not delay the caller. What to remove is decided
+        # now, under the path lock; those names can never become current again (every version has a unique
+        # name and the current one is excluded), so the removal itself needs no lock.
+        victims = leftovers(self.path)
+        if victims:
+            t = threading.Thread(target=_remove_all, args=(victims,), name="lazyflow-ckpt-cleanup")
+            with _locks_guard:
+                _cleanups[:] = [c for c in _cleanups if c.is_alive()] + [t]
+            t.start()
 
     def abort(self) -> None:
         """Remove what this save wrote (the previous checkpoint at ``path`` stays untouched)."""
@@ -255,35 +258,31 @@ def wait_for_cleanups() -> None:
         t.join()
 
 
-def _locked_cleanup(path: str) -> None:
-    with path_lock(path):
-        cleanup(path)
+def _remove_all(paths: list[str]) -> None:
+    for p in paths:
+        _remove(p)
 
 
-def cleanup(path: str) -> list[str]:
-    """Remove leftovers of interrupted saves in and next to ``path``; returns what was removed.
-
-    Keeps the pointer file, the current version and entries of processes still alive; never touches names
-    that are not lazyflow's.
-    """
+def leftovers(path: str) -> list[str]:
+    """Leftovers of interrupted saves and old versions in and next to ``path``: everything with lazyflow's
+    name patterns except the pointer file, the current version and entries still being written (by a save of
+    this process in flight, or by another live process). Names that are not lazyflow's are never listed."""
     path = os.path.abspath(path)
-    removed = []
+    found = []
     current = None
     if os.path.isfile(os.path.join(path, POINTER)):
         try:
             current = read_pointer(path)["current"]
         except CheckpointError:
-            return removed
+            return found
     if os.path.isdir(path):
         for e in os.listdir(path):
             if e == POINTER or e == current:
                 continue
             pid = _pid_of(e)
             full = os.path.join(path, e)
-            if pid is None or _busy(full, pid):
-                continue
-            _remove(full)
-            removed.append(full)
+            if pid is not None and not _busy(full, pid):
+                found.append(full)
     parent, base = os.path.split(path)
     prefix = f".{base}{_TMP_MARK}"
     if os.path.isdir(parent):
@@ -291,8 +290,14 @@ def cleanup(path: str) -> list[str]:
             if e.startswith(prefix):
                 full = os.path.join(parent, e)
                 pid = _pid_of(e)
-                if pid is None or _busy(full, pid):
-                    continue
-                _remove(full)
-                removed.append(full)
-    return removed
+                if pid is not None and not _busy(full, pid):
+                    found.append(full)
+    return found
+
+
+def cleanup(path: str) -> list[str]:
+    """Remove the :func:`leftovers` of ``path`` now; returns what was removed."""
+    with path_lock(path):
+        found = leftovers(path)
+        _remove_all(found)
+    return found
