@@ -20,7 +20,8 @@ from benchmarks import run as runner  # noqa: E402
 
 BENCH_MODULES = sorted(f[len("bench_"):-3] for f in os.listdir(os.path.join(ROOT, "benchmarks"))
                        if f.startswith("bench_") and f.endswith(".py"))
-SMOKE_CASES = {"graph": "mlp_b1"}  # the smallest training step; the others' quick paths run as they are
+# the smallest training step and the per-shape conv timings (not whole ResNets); other quick paths run as they are
+SMOKE_CASES = {"graph": "mlp_b1", "conv": "shapes"}
 
 
 def test_runner_knows_every_module():
