@@ -34,6 +34,9 @@ __all__ = ["Graph", "GraphConfig", "GraphInfo"]
 GraphInfo = namedtuple("GraphInfo", "traces compiles hits variants")
 _is_tensor = lambda x: isinstance(x, Tensor)  # noqa: E731
 _getrefcount = sys.getrefcount
+# Donation is an optimisation lazyflow asks for on every step; XLA declining it for a buffer is not the user's
+# concern (and filtering per call would cost more than the dispatch), so this one message is silenced once.
+warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
 
 
 class GraphConfig:
@@ -347,9 +350,7 @@ class Graph:
             print(f"[lf.nn.Graph {type(self).__name__}] traced program:\n{traced.jaxpr}")
             if self._debug >= 3:
                 print(f"[lf.nn.Graph {type(self).__name__}] optimized HLO:\n{traced.lower().compile().as_text()}")
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
-            outs, new_opt, new_state, extras, new_bufs = kernel(*call_args)
+        outs, new_opt, new_state, extras, new_bufs = kernel(*call_args)
         del call_args
         del opt_vals, state_vals
         if first:
