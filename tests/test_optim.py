@@ -344,3 +344,40 @@ def test_pickle_round_trip_resumes_bit_for_bit():
         opt.step()
         opt2.step()
     np.testing.assert_array_equal(p.numpy(), q.numpy())
+
+
+class _SignSGD(O.Optimizer):
+    """A user-defined optimizer on the base class: p -= lr * sign(g), with a step counter."""
+
+    _dynamic = ("lr",)
+    _state_keys = ()
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, {"lr": lr})
+
+    def _new_state(self, p, group):
+        return {"step": O._scalar_state()}
+
+    def _update(self, hyper, params, grads, states):
+        return ([p - hyper["lr"] * jnp.sign(g) for p, g in zip(params, grads)],
+                [{"step": s["step"] + 1} for s in states])
+
+
+class _Broken(_SignSGD):
+    def _update(self, hyper, params, grads, states):
+        new_params, new_states = super()._update(hyper, params, grads, states)
+        return [p.astype(jnp.float64) for p in new_params], new_states
+
+
+def test_custom_optimizer_on_the_base_class():
+    p = lf.tensor([1.0, -2.0], requires_grad=True)
+    opt = _SignSGD([p], lr=0.5)
+    for _ in range(3):
+        p.grad = lf.tensor([3.0, -0.1])
+        opt.step()
+    np.testing.assert_allclose(p.numpy(), [-0.5, -0.5])
+    assert opt.state_dict()["state"][0]["step"].item() == 3.0
+    q = lf.tensor([1.0], requires_grad=True)
+    q.grad = lf.tensor([1.0])
+    with pytest.raises(lf.OpError, match=r"changed parameter 0 from float32\[1\] to float64\[1\]"):
+        _Broken([q]).step()

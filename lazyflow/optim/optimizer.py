@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core import dtypes as D
-from .._core.errors import ShapeError
+from .._core.errors import OpError, ShapeError
 from .._tensor import Tensor, _make, _meta_of
 from ..autograd import enable_grad
 
@@ -98,10 +98,26 @@ def _program(cls, static: tuple, donate: bool):
 
         def run(dynamic, params, grads, states):
             _stats.traces += 1
-            return _owner.opt._update({**dynamic, **flags}, params, grads, states)
+            new_params, new_states = _owner.opt._update({**dynamic, **flags}, params, grads, states)
+            _check_kinds(cls, params, states, new_params, new_states)
+            return new_params, new_states
 
         fn = _programs[key] = jax.jit(run, donate_argnums=(1, 3) if donate else ())
     return fn
+
+
+def _check_kinds(cls, params, states, new_params, new_states) -> None:
+    """At trace time: every updated array keeps its shape and dtype (``_write_back`` relies on it)."""
+    if len(new_params) != len(params) or len(new_states) != len(states):
+        raise OpError(f"{cls.__name__}._update returned {len(new_params)} parameters and {len(new_states)} states "
+                      f"for {len(params)} parameters")
+    pairs = [("parameter", i, a, b) for i, (a, b) in enumerate(zip(params, new_params))]
+    pairs += [(f"state {k!r} of parameter", i, old[k], new[k])
+              for i, (old, new) in enumerate(zip(states, new_states)) for k in old if k in new]
+    for what, i, a, b in pairs:
+        if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+            raise OpError(f"{cls.__name__}._update changed {what} {i} from {a.dtype}{list(a.shape)} to "
+                          f"{b.dtype}{list(b.shape)}; an update must keep shapes and dtypes")
 
 
 def _dynamic_value(name: str, v):
@@ -293,7 +309,7 @@ class Optimizer:
             finally:
                 _owner.opt = None
             del params, states
-            self._write_back(plist, new_params, new_states)
+            self._write_back(plist, new_params, new_states, same_meta=True)
         return loss
 
     def state_dict(self) -> dict[str, Any]:
@@ -427,20 +443,25 @@ class Optimizer:
         return (plist, [p._value for p in plist], [p.grad._value for p in plist],
                 [{k: t._value for k, t in self.state.get(p, empty).items()} for p in plist])
 
-    def _write_back(self, plist: list[Tensor], new_params: list, new_states: list[dict]) -> None:
+    def _write_back(self, plist: list[Tensor], new_params: list, new_states: list[dict], *,
+                    same_meta: bool = False) -> None:
+        """Store results into the same objects. ``same_meta``: the caller guarantees every value has its
+        target's shape, dtype and placement (eager step: the program maps each array to its own kind)."""
+        assign = _assign_same if same_meta else _assign
+        state = self.state
         for p, value, new in zip(plist, new_params, new_states):
-            _assign(p, value)
-            st = self.state.get(p)
+            assign(p, value)
+            st = state.get(p)
             if st is None:
                 if not new:
                     continue
-                st = self.state[p] = {}
+                st = state[p] = {}
             for k, a in new.items():
                 t = st.get(k)
                 if t is None:
                     st[k] = _make(a)
                 else:
-                    _assign(t, a)
+                    assign(t, a)
 
     def _load_value(self, p: Tensor, index, name, value):
         if isinstance(value, Tensor):
@@ -498,6 +519,11 @@ def _baseline_refs() -> int:
 
 
 _BASELINE = _baseline_refs()
+
+
+def _assign_same(t: Tensor, value) -> None:
+    t._value = value
+    t._version += 1
 
 
 def _donatable(params: list, states: list[dict]) -> bool:
