@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import lazyflow as lf
-from lazyflow.checkpoint import CheckpointManager, _api, _layout, _plan, _store, inspect, load_tensors
+from lazyflow.checkpoint import CheckpointManager, _layout, _meta, _plan, _store, inspect, load_tensors
 
 RNG = np.random.default_rng(0)
 Point = collections.namedtuple("Point", "x y")
@@ -36,7 +36,7 @@ def _values(dtype_name, shape):
 
 
 def _version_dir(path):
-    return _layout.resolve(str(path), _api.FORMAT_VERSION)
+    return _layout.resolve(str(path), _meta.FORMAT_VERSION)
 
 
 def _data_files(path):
@@ -182,7 +182,7 @@ def test_small_tensors_are_packed_per_dtype_but_stay_addressable(tmp_path):
     ints = {f"i{i}": np.arange(i + 1) for i in range(5)}
     lf.save({**{k: lf.tensor(v) for k, v in vals.items()}, **{k: lf.tensor(v) for k, v in ints.items()}},
             tmp_path / "c")
-    _, meta = _api._read_meta(str(tmp_path / "c"))
+    _, meta = _meta.read_meta(str(tmp_path / "c"))
     assert len(meta["groups"]) == 2  # one float32 group, one int64 group: 2 orbax arrays for 305 tensors
     infos = inspect(tmp_path / "c")
     assert len(infos) == 305 and all(i.storage == "packed" for i in infos.values())
@@ -256,6 +256,16 @@ def test_weights_only_names_user_types_and_allows_them_when_asked(tmp_path):
         lf.checkpoint.clear_safe_globals()
 
 
+def test_tensors_inside_user_objects_are_stored_as_tensors_too(tmp_path):
+    ref = RNG.standard_normal((3, 2)).astype(np.float32)
+    lf.save({"thing": _UserThing(lf.tensor(ref))}, tmp_path / "c")
+    info = inspect(tmp_path / "c")
+    assert list(info) == ["<unnamed>.1"] and info["<unnamed>.1"].shape == (3, 2)
+    out = lf.load(tmp_path / "c", weights_only=False)
+    assert type(out["thing"].v) is lf.Tensor
+    np.testing.assert_array_equal(_np(out["thing"].v), ref)
+
+
 def test_hand_crafted_metadata_with_malicious_global_is_refused(tmp_path):
     """A metadata file written by an attacker (not by lf.save) goes through the same allowlist."""
     marker = tmp_path / "pwned2"
@@ -264,12 +274,12 @@ def test_hand_crafted_metadata_with_malicious_global_is_refused(tmp_path):
     outer = {"format": "lazyflow.checkpoint", "version": 1, "entries": [], "groups": {},
              "structure": pickle.dumps(_Evil(marker))}
     with open(meta_file, "wb") as f:
-        f.write(_api._frame(pickle.dumps(outer)))
+        f.write(_meta.frame(pickle.dumps(outer)))
     with pytest.raises(lf.CheckpointError, match="system"):
         lf.load(tmp_path / "c")
     outer_evil = pickle.dumps(_Evil(marker))  # the outer record itself malicious: refused even for inspect
     with open(meta_file, "wb") as f:
-        f.write(_api._frame(outer_evil))
+        f.write(_meta.frame(outer_evil))
     with pytest.raises(lf.CheckpointError, match="system"):
         inspect(tmp_path / "c")
     assert not marker.exists()
@@ -384,16 +394,16 @@ def test_newer_format_version_is_refused(tmp_path):
     lf.save(lf.ones(1), c)
     ptr = c / _layout.POINTER
     info = json.loads(ptr.read_text())
-    info["version"] = _api.FORMAT_VERSION + 1
+    info["version"] = _meta.FORMAT_VERSION + 1
     ptr.write_text(json.dumps(info))
     with pytest.raises(lf.CheckpointError, match="newer than the versions this lazyflow reads"):
         lf.load(c)
-    info["version"] = _api.FORMAT_VERSION
+    info["version"] = _meta.FORMAT_VERSION
     ptr.write_text(json.dumps(info))
     meta_file = os.path.join(_version_dir(c), _store.META, _store.META_FILE)
-    outer = {"format": "lazyflow.checkpoint", "version": _api.FORMAT_VERSION + 5, "entries": [], "groups": {},
+    outer = {"format": "lazyflow.checkpoint", "version": _meta.FORMAT_VERSION + 5, "entries": [], "groups": {},
              "structure": pickle.dumps(None)}
-    open(meta_file, "wb").write(_api._frame(pickle.dumps(outer)))
+    open(meta_file, "wb").write(_meta.frame(pickle.dumps(outer)))
     with pytest.raises(lf.CheckpointError, match="format version 6"):
         inspect(c)
 

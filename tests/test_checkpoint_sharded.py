@@ -16,7 +16,7 @@ COMMON = textwrap.dedent("""
     import jax
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
     import lazyflow as lf
-    from lazyflow.checkpoint import _api, _layout
+    from lazyflow.checkpoint import _layout, _meta
 
     path = sys.argv[1]
     W = np.arange(64 * 48, dtype=np.float32).reshape(64, 48) / 7
@@ -58,7 +58,7 @@ SAVE = COMMON + textwrap.dedent("""
     assert info["w"].storage == "array" and info["w"].shape == (64, 48)
     ok("inspect_lists_saved_sharding")
 
-    _, meta = _api._read_meta(path)
+    _, meta = _meta.read_meta(path)
     crc = {en["key"]: en["crc"] for en in meta["entries"]}
     assert len(crc["w"]) == 8 and len(crc["r"]) == 1  # one checksum per saved shard, replicas once
     ok("one_checksum_per_saved_shard")

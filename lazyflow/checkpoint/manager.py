@@ -9,7 +9,9 @@ import threading
 from typing import Any
 
 from .._core.errors import CheckpointError
-from . import _api, _layout
+from . import _layout
+from ._load import load
+from ._save import SaveHandle, _save
 
 __all__ = ["CheckpointManager"]
 
@@ -46,7 +48,7 @@ class CheckpointManager:
             raise CheckpointError(f"CheckpointManager: '{self.directory}' is a file, expected a directory")
         os.makedirs(self.directory, exist_ok=True)
         self.max_to_keep, self.keep_every = max_to_keep, keep_every
-        self._pending: list[_api.SaveHandle] = []
+        self._pending: list[SaveHandle] = []
         self._lock = threading.Lock()
         self.cleanup()
 
@@ -86,7 +88,7 @@ class CheckpointManager:
         steps = self.all_steps()
         return steps[-1] if steps else None
 
-    def save(self, step: int, obj: Any, *, async_save: bool = False) -> _api.SaveHandle | None:
+    def save(self, step: int, obj: Any, *, async_save: bool = False) -> SaveHandle | None:
         """Save ``obj`` as ``step`` (replacing that step atomically if it exists), then apply retention.
 
         Args:
@@ -101,7 +103,7 @@ class CheckpointManager:
         """
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
             raise CheckpointError(f"CheckpointManager.save: step must be a non-negative int, got {step!r}")
-        handle = _api._save(obj, self._step_path(step), async_save=async_save, after_commit=self._prune)
+        handle = _save(obj, self._step_path(step), async_save=async_save, after_commit=self._prune)
         if handle is not None:
             with self._lock:
                 self._pending = [h for h in self._pending if not h.done()] + [handle]
@@ -128,7 +130,7 @@ class CheckpointManager:
         elif step not in self.all_steps():
             raise CheckpointError(f"CheckpointManager: no complete checkpoint for step {step} in "
                                   f"'{self.directory}' (steps: {self.all_steps()})")
-        return _api.load(self._step_path(step), **load_kwargs)
+        return load(self._step_path(step), **load_kwargs)
 
     def delete(self, step: int) -> None:
         """Remove ``step`` (first renamed aside atomically, so a crash never leaves half a step visible)."""

@@ -1,0 +1,320 @@
+"""``lf.load`` and partial loads: placement, reads of only the needed bytes, checksum verification."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+from .._core.device import Device, to_jax_device
+from .._core.errors import CheckpointError, LazyflowError
+from .._tensor import _make
+from . import _unpickler
+from ._meta import TensorInfo, info_of, read_meta
+
+__all__ = ["load", "load_tensors"]
+
+
+def _placement(e: dict, info: TensorInfo, map_location, sharding, where: str):
+    """The jax Device or Sharding a saved tensor goes to."""
+    if sharding is not None:
+        s = sharding(info.key, info) if callable(sharding) and not isinstance(sharding, jax.sharding.Sharding) \
+            else sharding
+        if s is not None:
+            if not isinstance(s, (jax.sharding.Sharding, jax.Device)):
+                raise CheckpointError(f"{where}: sharding for '{info.key}' must be a jax Sharding or Device, "
+                                      f"got {type(s).__name__}")
+            return s
+    if map_location is not None:
+        if isinstance(map_location, Mapping):
+            target = map_location.get(info.device)
+            if target is None:
+                return _saved_placement(info, where)
+            return _device(target, where, info.key)
+        if callable(map_location):
+            raise CheckpointError(f"{where}: map_location as a function is not supported; pass a device, a "
+                                  "device string or a dict {saved device: device}")
+        return _device(map_location, where, info.key)
+    return _saved_placement(info, where)
+
+
+def _device(d, where: str, key: str) -> jax.Device:
+    if isinstance(d, jax.sharding.Sharding):
+        return d
+    try:
+        return to_jax_device(d if isinstance(d, (Device, jax.Device)) else Device(d))
+    except LazyflowError as e:
+        raise CheckpointError(f"{where}: cannot place '{key}' on map_location={d!r}: {e}") from e
+
+
+def _saved_placement(info: TensorInfo, where: str):
+    if info.sharding is not None:
+        try:
+            return info.sharding.to_sharding()
+        except CheckpointError as e:
+            raise CheckpointError(f"{where}: '{info.key}': {e}") from None
+    try:
+        return to_jax_device(Device(info.device))
+    except LazyflowError as e:
+        raise CheckpointError(f"{where}: '{info.key}' was saved on {info.device}, which does not exist "
+                              f"here ({e}); pass map_location='cpu' (or another device)") from None
+
+
+class _Reader:
+    """Reads a set of entries (and only the bytes they need), verifies them, places them."""
+
+    def __init__(self, path: str, vdir: str, meta: dict, map_location, sharding):
+        self.path, self.vdir, self.meta = path, vdir, meta
+        self.where = f"checkpoint '{path}'"
+        self.entries = meta["entries"]
+        self.by_key = {e["key"]: i for i, e in enumerate(self.entries)}
+        by_key = {e["key"]: e for e in self.entries}
+        self.infos = [info_of(e, by_key) for e in self.entries]
+        self.map_location, self.sharding = map_location, sharding
+
+    def _root(self, i: int) -> int:
+        seen = set()
+        while self.entries[i]["storage"][0] == "same":
+            if i in seen:
+                raise CheckpointError(f"{self.where}: the metadata has a storage cycle at '{self.entries[i]['key']}'")
+            seen.add(i)
+            j = self.by_key.get(self.entries[i]["storage"][1])
+            if j is None:
+                raise CheckpointError(f"{self.where}: '{self.entries[i]['key']}' shares the bytes of a key "
+                                      "that is not in the checkpoint")
+            i = j
+        return i
+
+    def read(self, wanted: Sequence[int]) -> dict[int, Any]:
+        """Values (Tensors / numpy arrays) for entry indices ``wanted``: reads only the bytes they need,
+        verifies every checksum, then places them."""
+        from . import _plan, _store
+
+        roots = {i: self._root(i) for i in wanted}
+        needed = sorted(set(roots.values()))
+        args: dict[str, Any] = {}
+        members: dict[str, list[int]] = {}  # orbax leaf -> entries read from it (host arrays)
+        for r in needed:
+            e = self.entries[r]
+            st = e["storage"]
+            if st[0] == "packed":
+                members.setdefault(st[1], []).append(r)
+            elif st[0] == "array" and e["sharding"] is not None:
+                place = self._placement(r)
+                target = place if isinstance(place, jax.sharding.Sharding) else \
+                    jax.sharding.SingleDeviceSharding(place)
+                args[st[1]] = _store.ocp.ArrayRestoreArgs(
+                    restore_type=jax.Array, sharding=target, global_shape=tuple(e["shape"]),
+                    dtype=_plan.dtype_from_name(e["dtype"]))
+            elif st[0] == "array":
+                n = int(e.get("nbytes", 0))
+                spans = tuple((lo, min(lo + _plan.CRC_CHUNK, n)) for lo in range(0, max(n, 1), _plan.CRC_CHUNK))
+                args[st[1]] = _store.HostRestoreArgs(restore_type=np.ndarray, checks=(spans,))
+                members[st[1]] = [r]
+            elif st[0] != "empty":
+                raise CheckpointError(f"{self.where}: unknown storage {st[0]!r} for '{e['key']}'")
+        for g, rs in members.items():
+            if not g.startswith("g"):
+                continue
+            if g not in self.meta["groups"]:
+                raise CheckpointError(f"{self.where}: packed group {g!r} of '{self.entries[rs[0]]['key']}' "
+                                      "is not in the metadata")
+            spans = tuple((self.entries[r]["storage"][2], self.entries[r]["storage"][2] + self.entries[r]["storage"][3])
+                          for r in rs)
+            if sum(hi - lo for lo, hi in spans) * 2 >= self.meta["groups"][g]["nbytes"]:
+                args[g] = _store.HostRestoreArgs(restore_type=np.ndarray, checks=(spans,))
+            else:  # a partial load of a few small tensors: read just their byte ranges
+                args[g] = _store.HostRestoreArgs(restore_type=np.ndarray, ranges=spans,
+                                                 checks=tuple(((0, hi - lo),) for lo, hi in spans))
+        try:
+            raw = _store.read_arrays(self.vdir, args, _plan._executor)
+        except LazyflowError:
+            raise
+        except Exception as e:
+            keys = [self.entries[r]["key"] for r in needed if self.entries[r]["storage"][0] != "empty"]
+            shown = ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else "")
+            raise CheckpointError(f"{self.where}: reading the tensor data failed for {shown} "
+                                  f"({type(e).__name__}: {e}); the checkpoint's files are damaged or "
+                                  "incomplete") from e
+        host = self._verify(needed, members, args, raw)
+        values = self._place(needed, host, raw)
+        return {i: self._wrap(i, values[roots[i]]) for i in wanted}
+
+    def _placement(self, r: int):
+        return _placement(self.entries[r], self.infos[r], self.map_location, self.sharding, self.where)
+
+    def _verify(self, needed, members, args, raw) -> dict[int, np.ndarray]:
+        """Check every checksum; returns the host bytes (uint8 views) of the host-read entries."""
+        from . import _plan
+
+        host, bad = {}, []
+        for leaf, rs in members.items():
+            got = raw[leaf]
+            if args[leaf].ranges is None:
+                flat = got.buffers[0].reshape(-1).view(np.uint8)
+                if leaf.startswith("g"):
+                    for r, crc in zip(rs, got.crcs[0]):
+                        _, _, off, n = self.entries[r]["storage"]
+                        host[r] = flat[off:off + n]
+                        if list(self.entries[r].get("crc", ())) != [crc]:
+                            bad.append(self.entries[r]["key"])
+                else:
+                    host[rs[0]] = flat
+                    if list(self.entries[rs[0]].get("crc", ())) != list(got.crcs[0]):
+                        bad.append(self.entries[rs[0]]["key"])
+            else:
+                for r, buf, crcs in zip(rs, got.buffers, got.crcs):
+                    host[r] = buf.view(np.uint8)
+                    if list(self.entries[r].get("crc", ())) != list(crcs):
+                        bad.append(self.entries[r]["key"])
+        for r in needed:
+            e = self.entries[r]
+            if e["storage"][0] == "empty":
+                host[r] = np.empty(0, np.uint8)
+            elif e["storage"][0] == "array" and e["sharding"] is not None:
+                arr = raw[e["storage"][1]]
+                shards = {tuple((s.start or 0, dim if s.stop is None else s.stop) for s, dim in
+                                zip(sh.index, arr.shape)): sh for sh in arr.addressable_shards}
+                for region, crcs in e.get("crc", ()):
+                    region = tuple(tuple(x) for x in region)
+                    sh = shards.get(region)
+                    data = np.asarray(sh.data) if sh is not None else np.asarray(
+                        arr[tuple(slice(a, b) for a, b in region)])
+                    if _plan.crc_chunks(data) != list(crcs):
+                        bad.append(e["key"])
+                        break
+        if bad:
+            shown = ", ".join(f"'{k}'" for k in bad[:8]) + (", ..." if len(bad) > 8 else "")
+            raise CheckpointError(f"{self.where} is corrupted: the data of {shown} do not match their "
+                                  "checksums (CRC-32); the files were changed or damaged after saving")
+        for r, v in host.items():
+            e = self.entries[r]
+            want = int(np.prod(e["shape"], dtype=np.int64)) * _plan.dtype_from_name(e["dtype"]).itemsize
+            if v.nbytes != want:
+                raise CheckpointError(f"{self.where}: '{e['key']}' has {v.nbytes} bytes on disk, expected {want}")
+        return host
+
+    def _place(self, needed, host, raw) -> dict[int, Any]:
+        """Typed host views placed on their devices (one batched ``device_put`` per placement: on CPU it
+        wraps the aligned buffers without copying)."""
+        from . import _plan
+
+        out: dict[int, Any] = {}
+        batches: dict[Any, list[int]] = {}
+        for r in needed:
+            e = self.entries[r]
+            if e["storage"][0] == "array" and e["sharding"] is not None:
+                out[r] = raw[e["storage"][1]]
+                continue
+            arr = host[r].view(_plan.dtype_from_name(e["dtype"])).reshape(tuple(e["shape"]))
+            if e["kind"] == "ndarray":
+                out[r] = arr.copy() if e["storage"][0] == "packed" else arr
+                continue
+            out[r] = arr
+            batches.setdefault(self._placement(r), []).append(r)
+        for place, rs in batches.items():
+            try:
+                placed = jax.device_put([out[r] for r in rs], place)
+            except Exception as ex:
+                keys = ", ".join(self.entries[r]["key"] for r in rs[:4])
+                raise CheckpointError(f"{self.where}: cannot place {keys} on {place}: {ex}") from ex
+            for r, a in zip(rs, placed):
+                out[r] = a
+        return out
+
+    def _wrap(self, i: int, value):
+        e = self.entries[i]
+        if e["kind"] == "ndarray":
+            return value if isinstance(value, np.ndarray) else np.asarray(value)
+        if isinstance(value, np.ndarray):  # an ndarray's bytes shared with a tensor entry
+            value = jax.device_put(value)
+        t = _make(value)
+        if e["requires_grad"] and t.dtype.is_floating_point:
+            t._rg = True
+        if e["kind"] == "parameter":
+            from ..nn.parameter import Parameter
+
+            return Parameter(t, requires_grad=bool(e["requires_grad"]))
+        if e["kind"] == "buffer":
+            from ..nn.parameter import Buffer
+
+            return Buffer(t, persistent=bool(e.get("persistent", True)))
+        return t
+
+
+def _open(path, map_location, sharding) -> _Reader:
+    path = os.path.abspath(os.fspath(path))
+    vdir, meta = read_meta(path)
+    return _Reader(path, vdir, meta, map_location, sharding)
+
+
+def load(path: str | os.PathLike, *, map_location: Any = None,
+         sharding: jax.sharding.Sharding | Callable[[str, TensorInfo], Any] | None = None,
+         weights_only: bool = True) -> Any:
+    """Load a checkpoint written by :func:`lf.save`: the same structure, with lazyflow Tensors.
+
+    Container types and key order are preserved; tensors keep ``requires_grad``; Parameters saved from a
+    ``state_dict`` come back as plain Tensors (as in torch). Every tensor's checksum is verified.
+
+    Args:
+        path: the checkpoint directory.
+        map_location: put every tensor on this device (``"cpu"``, ``"cuda:0"``, a Device), or a dict
+            ``{saved device: device}``; None keeps the saved device/sharding.
+        sharding: a ``jax.sharding.Sharding`` for every tensor, or a function ``(key, TensorInfo)``
+            returning a Sharding/Device (or None to fall back to ``map_location``).
+        weights_only: unpickle the metadata with an allowlist of safe types (default). Set False only for
+            checkpoints you trust: it unpickles arbitrary classes, which can run arbitrary code.
+    Returns:
+        The saved object.
+    Raises:
+        CheckpointError: missing, partial, foreign, corrupted or newer-format checkpoint; a type refused by
+            ``weights_only``; saved devices that do not exist here (pass ``map_location``).
+
+    >>> state = lf.load("ckpt", map_location="cpu")
+    """
+    reader = _open(path, map_location, sharding)
+    values = reader.read(range(len(reader.entries)))
+
+    def persistent_load(pid):
+        if not (isinstance(pid, tuple) and len(pid) == 2 and pid[0] == _unpickler.PID_TAG
+                and isinstance(pid[1], int) and 0 <= pid[1] < len(values)):
+            raise CheckpointError(f"{reader.where}: bad tensor reference {pid!r} in the metadata")
+        return values[pid[1]]
+
+    return _unpickler.loads(reader.meta["structure"], persistent_load, weights_only=weights_only,
+                            where=reader.where)
+
+
+def load_tensors(path: str | os.PathLike, keys: Sequence[str] | None = None, *, map_location: Any = None,
+                 sharding: jax.sharding.Sharding | Callable[[str, TensorInfo], Any] | None = None
+                 ) -> dict[str, Any]:
+    """Load some tensors by key, reading only their bytes (no unpickling of the structure).
+
+    Args:
+        path: the checkpoint directory.
+        keys: keys as listed by :func:`inspect` (None: all).
+        map_location, sharding: as in :func:`load`.
+    Returns:
+        ``{key: Tensor or numpy array}`` in the order of ``keys``.
+    Raises:
+        CheckpointError: a key not in the checkpoint (the message lists close ones), or as :func:`load`.
+
+    >>> w = lf.checkpoint.load_tensors("ckpt", ["model.0.weight"])["model.0.weight"]
+    """
+    reader = _open(path, map_location, sharding)
+    if keys is None:
+        keys = [e["key"] for e in reader.entries]
+    missing = [k for k in keys if k not in reader.by_key]
+    if missing:
+        import difflib
+
+        hint = difflib.get_close_matches(missing[0], list(reader.by_key), n=3)
+        raise CheckpointError(f"{reader.where} has no tensor {missing[0]!r}"
+                              + (f" (close: {hint})" if hint else "")
+                              + f"; it holds {len(reader.by_key)} keys, see lf.checkpoint.inspect")
+    idx = [reader.by_key[k] for k in keys]
+    values = reader.read(idx)
+    return {k: values[i] for k, i in zip(keys, idx)}
