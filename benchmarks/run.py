@@ -283,6 +283,16 @@ def _adapt_dataloader(res) -> list[Row]:
     return rows
 
 
+def _adapt_optim(res) -> list[Row]:
+    rows = []
+    for c in res["cases"]:
+        rows.append(Row("optim", c["case"], "torch foreach", c["lf"], c["torch_foreach"], 1.0, "<= 1.00x (#3)",
+                        f"first step (compile) {_fmt_time(c.get('lf_first_step'))}"))
+        if "torch_single" in c:
+            rows.append(Row("optim", c["case"], "torch single-tensor (CPU default)", c["lf"], c["torch_single"]))
+    return rows
+
+
 def _adapt_disk(res) -> list[Row]:
     return [Row("disk", f"dd {res['bytes'] >> 20} MB conv=fdatasync", "", None, None,
                 note=f"write {res['write_gbps']:.2f} GB/s, read back {res['read_gbps']:.2f} GB/s")]
@@ -345,7 +355,7 @@ def _adapt_generic(name: str, res) -> list[Row]:
 
 
 ADAPTERS = {"eager": _adapt_eager, "graph": _adapt_graph, "checkpoint": _adapt_checkpoint,
-            "dataloader": _adapt_dataloader, "disk": _adapt_disk}
+            "dataloader": _adapt_dataloader, "optim": _adapt_optim, "disk": _adapt_disk}
 
 
 def adapt(name: str, res) -> list[Row]:
