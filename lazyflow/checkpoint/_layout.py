@@ -16,6 +16,7 @@ interrupted save: loads ignore it and the next save removes it (entries of live 
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import shutil
@@ -86,11 +87,14 @@ def fsync_path(path: str) -> None:
 
 
 def fsync_tree(root: str) -> None:
-    """fsync every file and directory under ``root`` (files first, then their directory)."""
-    for dirpath, _dirs, files in os.walk(root, topdown=False):
-        for f in files:
-            fsync_path(os.path.join(dirpath, f))
-        fsync_path(dirpath)
+    """fsync every file and directory under ``root``. The calls run in parallel: the filesystem journal
+    then commits them together instead of one commit (milliseconds each) per call."""
+    paths = []
+    for dirpath, _dirs, files in os.walk(root):
+        paths.extend(os.path.join(dirpath, f) for f in files)
+        paths.append(dirpath)
+    with concurrent.futures.ThreadPoolExecutor(min(16, len(paths))) as pool:
+        list(pool.map(fsync_path, paths))
 
 
 def _remove(p: str) -> None:

@@ -12,7 +12,8 @@ import numpy as np
 from .._core.device import Device, to_jax_device
 from .._core.errors import CheckpointError, LazyflowError
 from .._tensor import _make
-from . import _unpickler
+from . import _crc, _unpickler
+from ._crc import dtype_from_name
 from ._meta import TensorInfo, info_of, read_meta
 
 __all__ = ["load", "load_tensors"]
@@ -91,7 +92,7 @@ class _Reader:
     def read(self, wanted: Sequence[int]) -> dict[int, Any]:
         """Values (Tensors / numpy arrays) for entry indices ``wanted``: reads only the bytes they need,
         verifies every checksum, then places them."""
-        from . import _plan, _store
+        from . import _store
 
         roots = {i: self._root(i) for i in wanted}
         needed = sorted(set(roots.values()))
@@ -108,10 +109,10 @@ class _Reader:
                     jax.sharding.SingleDeviceSharding(place)
                 args[st[1]] = _store.ocp.ArrayRestoreArgs(
                     restore_type=jax.Array, sharding=target, global_shape=tuple(e["shape"]),
-                    dtype=_plan.dtype_from_name(e["dtype"]))
+                    dtype=dtype_from_name(e["dtype"]))
             elif st[0] == "array":
                 n = int(e.get("nbytes", 0))
-                spans = tuple((lo, min(lo + _plan.CRC_CHUNK, n)) for lo in range(0, max(n, 1), _plan.CRC_CHUNK))
+                spans = tuple((lo, min(lo + _crc.CRC_CHUNK, n)) for lo in range(0, max(n, 1), _crc.CRC_CHUNK))
                 args[st[1]] = _store.HostRestoreArgs(restore_type=np.ndarray, checks=(spans,))
                 members[st[1]] = [r]
             elif st[0] != "empty":
@@ -130,7 +131,7 @@ class _Reader:
                 args[g] = _store.HostRestoreArgs(restore_type=np.ndarray, ranges=spans,
                                                  checks=tuple(((0, hi - lo),) for lo, hi in spans))
         try:
-            raw = _store.read_arrays(self.vdir, args, _plan._executor)
+            raw = _store.read_arrays(self.vdir, args, _crc.executor)
         except LazyflowError:
             raise
         except Exception as e:
@@ -148,8 +149,6 @@ class _Reader:
 
     def _verify(self, needed, members, args, raw) -> dict[int, np.ndarray]:
         """Check every checksum; returns the host bytes (uint8 views) of the host-read entries."""
-        from . import _plan
-
         host, bad = {}, []
         for leaf, rs in members.items():
             got = raw[leaf]
@@ -183,7 +182,7 @@ class _Reader:
                     sh = shards.get(region)
                     data = np.asarray(sh.data) if sh is not None else np.asarray(
                         arr[tuple(slice(a, b) for a, b in region)])
-                    if _plan.crc_chunks(data) != list(crcs):
+                    if _crc.crc_chunks(data) != list(crcs):
                         bad.append(e["key"])
                         break
         if bad:
@@ -192,7 +191,7 @@ class _Reader:
                                   "checksums (CRC-32); the files were changed or damaged after saving")
         for r, v in host.items():
             e = self.entries[r]
-            want = int(np.prod(e["shape"], dtype=np.int64)) * _plan.dtype_from_name(e["dtype"]).itemsize
+            want = int(np.prod(e["shape"], dtype=np.int64)) * dtype_from_name(e["dtype"]).itemsize
             if v.nbytes != want:
                 raise CheckpointError(f"{self.where}: '{e['key']}' has {v.nbytes} bytes on disk, expected {want}")
         return host
@@ -200,8 +199,6 @@ class _Reader:
     def _place(self, needed, host, raw) -> dict[int, Any]:
         """Typed host views placed on their devices (one batched ``device_put`` per placement: on CPU it
         wraps the aligned buffers without copying)."""
-        from . import _plan
-
         out: dict[int, Any] = {}
         batches: dict[Any, list[int]] = {}
         for r in needed:
@@ -209,7 +206,7 @@ class _Reader:
             if e["storage"][0] == "array" and e["sharding"] is not None:
                 out[r] = raw[e["storage"][1]]
                 continue
-            arr = host[r].view(_plan.dtype_from_name(e["dtype"])).reshape(tuple(e["shape"]))
+            arr = host[r].view(dtype_from_name(e["dtype"])).reshape(tuple(e["shape"]))
             if e["kind"] == "ndarray":
                 out[r] = arr.copy() if e["storage"][0] == "packed" else arr
                 continue

@@ -15,6 +15,7 @@ import numpy as np
 from .._core import dtypes as D
 from .._core.errors import CheckpointError
 from . import _layout, _unpickler
+from ._crc import dtype_from_name
 
 __all__ = ["FORMAT_VERSION", "inspect", "TensorInfo", "SavedSharding", "read_meta", "encode_meta", "info_of",
            "frame"]
@@ -121,15 +122,13 @@ class TensorInfo:
 
 
 def info_of(e: dict, entries_by_key: dict) -> TensorInfo:
-    from . import _plan
-
     s = e.get("sharding")
     saved = None
     if s is not None:
         spec = jax.sharding.PartitionSpec(*s["spec"]) if s.get("type") == "named" else None
         saved = SavedSharding(tuple(s.get("mesh_shape", (len(s["device_ids"]),))),
                               tuple(s.get("axis_names", ("d",))), tuple(s["device_ids"]), spec)
-    dtype = D.to_dtype(e["dtype"]) if e["kind"] != "ndarray" else _plan.dtype_from_name(e["dtype"])
+    dtype = D.to_dtype(e["dtype"]) if e["kind"] != "ndarray" else dtype_from_name(e["dtype"])
     root = e
     while root["storage"][0] == "same":
         root = entries_by_key[root["storage"][1]]

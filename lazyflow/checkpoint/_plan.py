@@ -15,71 +15,22 @@ byte names its tensor); a sharded tensor has one CRC list per saved shard, keyed
 
 from __future__ import annotations
 
-import concurrent.futures
-import os
-import zlib
 from typing import Any
 
 import jax
 import numpy as np
 
-from .._core import dtypes as D
 from .._core.errors import CheckpointError
 from .._tensor import Tensor
 from . import _store
+from ._crc import bytes_view, crc_many
 
-__all__ = ["PACK_MAX", "GROUP_MAX", "CRC_CHUNK", "Plan", "crc_chunks", "crc_many", "dtype_from_name",
-           "tensor_kind"]
+__all__ = ["PACK_MAX", "GROUP_MAX", "Plan", "tensor_kind"]
 
 PACK_MAX = 1 << 20  # tensors below this many bytes are packed into groups
 GROUP_MAX = 32 << 20  # a packed group holds at most this many bytes (bounded reads for partial loads)
-CRC_CHUNK = 16 << 20
 ZARR_CHUNK = 8 << 20  # orbax chunk size for big arrays: reads of several chunks run in parallel
 _ALIGN = _store.ALIGN
-_PAR_MIN = 4 << 20  # below this many bytes in total, checksums run in the calling thread
-
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-
-def _executor() -> concurrent.futures.ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = concurrent.futures.ThreadPoolExecutor(max(2, min(4, os.cpu_count() or 2)),
-                                                      thread_name_prefix="lazyflow-crc")
-    return _pool
-
-
-def _bytes_view(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-
-
-def crc_chunks(a: np.ndarray) -> list[int]:
-    """CRC-32 of each ``CRC_CHUNK``-byte chunk of ``a``'s bytes (C order)."""
-    b = _bytes_view(a)
-    return [zlib.crc32(b[i:i + CRC_CHUNK]) for i in range(0, max(len(b), 1), CRC_CHUNK)]
-
-
-def crc_many(arrays: list[np.ndarray]) -> list[list[int]]:
-    """:func:`crc_chunks` of each array, spread over a thread pool (zlib releases the GIL)."""
-    views = [_bytes_view(a) for a in arrays]
-    spans = [range(0, max(len(v), 1), CRC_CHUNK) for v in views]
-    if sum(len(v) for v in views) < _PAR_MIN:
-        return [[zlib.crc32(v[i:i + CRC_CHUNK]) for i in s] for v, s in zip(views, spans)]
-    pool = _executor()
-    jobs = [[pool.submit(zlib.crc32, v[i:i + CRC_CHUNK]) for i in s] for v, s in zip(views, spans)]
-    return [[f.result() for f in j] for j in jobs]
-
-
-def dtype_from_name(name: str) -> np.dtype:
-    """The numpy dtype of a stored dtype name (lazyflow names first, then numpy's)."""
-    try:
-        return D.to_dtype(name).np
-    except Exception:
-        try:
-            return np.dtype(name)
-        except TypeError:
-            raise CheckpointError(f"the checkpoint stores an unknown dtype {name!r}") from None
-
 
 def tensor_kind(t: Tensor) -> str:
     """``"parameter"``/``"buffer"`` for lazyflow's nn classes, ``"tensor"`` otherwise."""
@@ -245,7 +196,7 @@ class Plan:
             size += e["nbytes"]
         buf = _store.aligned_empty(size)
         for e, off in zip(members, offsets):
-            buf[off:off + e["nbytes"]] = _bytes_view(np.asarray(e["_data"]))
+            buf[off:off + e["nbytes"]] = bytes_view(np.asarray(e["_data"]))
             e["storage"] = ("packed", name, off, e["nbytes"])
         self.groups[name] = {"dtype": dtname, "nbytes": size}
         self.arrays[name] = buf

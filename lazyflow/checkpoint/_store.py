@@ -18,7 +18,6 @@ import asyncio
 import dataclasses
 import logging
 import os
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,6 +30,8 @@ import orbax.checkpoint as ocp  # noqa: E402
 import tensorstore as ts  # noqa: E402
 from orbax.checkpoint._src import asyncio_utils as _asyncio_utils  # noqa: E402
 from orbax.checkpoint._src.serialization import tensorstore_utils as _ts_utils  # noqa: E402
+
+from . import _crc  # noqa: E402
 
 __all__ = ["TENSORS", "META", "META_FILE", "aligned_empty", "HostRestoreArgs", "HostResult", "write",
            "read_meta", "read_arrays"]
@@ -109,7 +110,9 @@ class _HostArrayHandler(ocp.type_handlers.NumpyHandler):
             if not spans:
                 return []
             pool = self._executor() if self._executor else None
-            return await _gather_all(*(loop.run_in_executor(pool, zlib.crc32, flat[lo:hi]) for lo, hi in spans))
+            parts = await _gather_all(*(loop.run_in_executor(pool, _crc.crc_list, flat, b)
+                                        for b in _crc.batches(spans)))
+            return [c for part in parts for c in part]
 
         crcs = await _gather_all(*(one(b, s, c) for b, s, c in zip(buffers, sources, checks)))
         return HostResult(buffers, list(crcs))

@@ -99,10 +99,16 @@ class CheckpointManager:
         Returns:
             None, or the :class:`SaveHandle` of the asynchronous save.
         Raises:
-            CheckpointError: a bad step, or as :func:`lf.save`.
+            CheckpointError: a bad step, a previous asynchronous save of this manager that failed, or as
+                :func:`lf.save`.
+
+        A save first waits for the manager's previous asynchronous save (as orbax's manager does): steps
+        complete in order, and saving faster than the disk writes slows the caller down instead of piling
+        up snapshots in memory.
         """
         if not isinstance(step, int) or isinstance(step, bool) or step < 0:
             raise CheckpointError(f"CheckpointManager.save: step must be a non-negative int, got {step!r}")
+        self.wait()
         handle = _save(obj, self._step_path(step), async_save=async_save, after_commit=self._prune)
         if handle is not None:
             with self._lock:
