@@ -35,10 +35,11 @@ from .amp import autocast
 from .graph.nn_graph import Graph as _Graph
 
 nn.Graph = _Graph  # lf.nn.Graph (defined in lazyflow.graph: it sits above nn and optim)
+from . import checkpoint
+from .checkpoint import load, save
 
 bool = bool_  # noqa: A001  torch's name; the builtin stays reachable as builtins.bool
 
 __version__ = "0.1.0"
 
 __all__ = [n for n in dir() if not n.startswith("_")]
-from .checkpoint import load, save  # noqa: E402
