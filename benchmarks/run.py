@@ -61,6 +61,9 @@ class Row:
     note: str = ""
     error: str | None = None
 
+    def __post_init__(self):
+        self.lf, self.ref, self.bound = _num(self.lf), _num(self.ref), _num(self.bound)
+
     @property
     def ratio(self) -> float | None:
         if self.lf is None or self.ref is None or not self.ref or math.isnan(self.lf) or math.isnan(self.ref):
@@ -314,7 +317,8 @@ def _adapt_rows(name: str, res) -> list[Row]:
                 _num(r.get("target")), str(r.get("target_text", "")), str(r.get("note", ""))) for r in res]
 
 
-def _num(v):
+def _num(v) -> float | None:
+    """A number from a result field (NaN/inf arrive as strings from JSON); None when absent or not a number."""
     if isinstance(v, str):
         try:
             return float(v)
