@@ -1,27 +1,30 @@
-"""Several processes over ``jax.distributed`` with torch.distributed's names."""
+"""Several processes over ``jax.distributed`` with torch.distributed's names.
+
+Besides the torch-style calls, this module holds the small host-side exchanges other parts of lazyflow need in
+several processes (checkpoints agree on a directory name, gather shard checksums): :func:`broadcast_object`,
+:func:`gather_objects` and :func:`process_barrier` go through the coordination service's key-value store and
+barriers (no device computation, callable from any thread). In one process they are trivial.
+"""
 
 from __future__ import annotations
 
 import os
+import pickle
+import sys
+from typing import Any
 
 import jax
 
-__all__ = ["init_process_group", "get_rank", "get_world_size", "barrier", "is_initialized", "destroy_process_group"]
+from .._core.errors import DeviceError
 
-_state = {"initialized": False}
+__all__ = ["init_process_group", "get_rank", "get_world_size", "barrier", "is_initialized", "destroy_process_group",
+           "broadcast_object", "gather_objects", "process_barrier"]
+
+_state = {"initialized": False, "seq": 0}
+_TIMEOUT_MS = 30 * 60 * 1000  # host exchanges wait as long as a slow peer may take to write its shards
 
 
-def init_process_group(backend: str | None = None, *, coordinator_address: str | None = None,
-                       num_processes: int | None = None, process_id: int | None = None,
-                       local_device_ids=None, timeout: float | None = None) -> None:
-    """Join the process group (``jax.distributed.initialize``).
-
-    Arguments default to the environment: ``LAZYFLOW_COORDINATOR`` (or ``MASTER_ADDR``:``MASTER_PORT``),
-    ``WORLD_SIZE`` and ``RANK`` -- what ``python -m lazyflow.distributed.run`` and torchrun-style launchers set.
-    Call it before any other JAX work in the process.
-    Raises:
-        ValueError: the coordinator, world size or rank is missing from both arguments and environment.
-    """
+def _env_config(coordinator_address, num_processes, process_id):
     env = os.environ
     if coordinator_address is None:
         coordinator_address = env.get("LAZYFLOW_COORDINATOR")
@@ -31,22 +34,82 @@ def init_process_group(backend: str | None = None, *, coordinator_address: str |
         num_processes = int(env["WORLD_SIZE"])
     if process_id is None and "RANK" in env:
         process_id = int(env["RANK"])
+    return coordinator_address, num_processes, process_id
+
+
+def init_process_group(backend: str | None = None, *, coordinator_address: str | None = None,
+                       num_processes: int | None = None, process_id: int | None = None,
+                       local_device_ids=None, timeout: float | None = None) -> None:
+    """Join the process group (``jax.distributed.initialize``); afterwards ``jax.devices()`` lists every
+    process's devices and a mesh over them spans all processes.
+
+    Call it before any tensor is created (JAX's backend must not have started yet; ``import lazyflow`` is fine).
+    A process that dies of an uncaught exception afterwards exits at once with status 1 (its traceback
+    printed) instead of waiting in JAX's shutdown barrier for peers that are blocked in a collective it will
+    never join; the launcher then stops the others.
+
+    Args:
+        backend: accepted for torch compatibility ("gloo", "nccl", ...) and ignored: JAX picks the collectives
+            (NCCL on GPUs, gloo over TCP between CPU processes).
+        coordinator_address: ``host:port`` of process 0's coordinator. Default: ``LAZYFLOW_COORDINATOR``, else
+            ``MASTER_ADDR:MASTER_PORT`` (torchrun's variables; port 29500 when unset).
+        num_processes: number of processes. Default: ``WORLD_SIZE``.
+        process_id: this process's rank in ``[0, num_processes)``. Default: ``RANK``.
+        local_device_ids: restrict this process to these local devices (e.g. ``[int(os.environ["LOCAL_RANK"])]``
+            to run one process per GPU); default: all of them.
+        timeout: seconds to wait for every process to join (JAX's default: 300).
+    Raises:
+        ValueError: the coordinator, world size or rank is missing from both arguments and environment, or
+            the rank is out of range.
+        DeviceError: called twice, or after JAX's backend started (a tensor was already created).
+
+    >>> lf.distributed.init_process_group()  # under python -m lazyflow.distributed.run --nproc 2 train.py
+    """
+    coordinator_address, num_processes, process_id = _env_config(coordinator_address, num_processes, process_id)
     missing = [n for n, v in (("coordinator_address", coordinator_address), ("num_processes", num_processes),
                               ("process_id", process_id)) if v is None]
     if missing:
         raise ValueError(f"init_process_group: missing {missing}; pass them or set LAZYFLOW_COORDINATOR (or "
                          "MASTER_ADDR/MASTER_PORT), WORLD_SIZE and RANK (the lazyflow launcher sets them)")
+    num_processes, process_id = int(num_processes), int(process_id)
+    if num_processes < 1 or not 0 <= process_id < num_processes:
+        raise ValueError(f"init_process_group: rank {process_id} is not in [0, {num_processes}) (world size "
+                         f"{num_processes})")
+    if _state["initialized"]:
+        raise DeviceError("init_process_group was already called in this process")
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        raise DeviceError("init_process_group must run before JAX starts its backend: call it right after "
+                          "`import lazyflow`, before creating any tensor or listing devices")
     kw = {}
     if timeout is not None:
         kw["initialization_timeout"] = int(timeout)
     if local_device_ids is not None:
         kw["local_device_ids"] = local_device_ids
-    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=int(num_processes),
-                               process_id=int(process_id), **kw)
+    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
+                               process_id=process_id, **kw)
     _state["initialized"] = True
+    if num_processes > 1:
+        _exit_on_uncaught_exception()
+
+
+def _exit_on_uncaught_exception() -> None:
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        try:
+            previous(exc_type, exc, tb)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(1)
+
+    sys.excepthook = hook
 
 
 def is_initialized() -> bool:
+    """Whether :func:`init_process_group` has run in this process."""
     return _state["initialized"]
 
 
@@ -61,7 +124,11 @@ def get_world_size() -> int:
 
 
 def barrier(name: str = "lazyflow_barrier") -> None:
-    """Block until every process reaches this point."""
+    """Block until every process reaches this point (and the devices have finished the work queued before it).
+
+    Args:
+        name: a label, which must be the same in every process.
+    """
     if jax.process_count() == 1:
         return
     from jax.experimental import multihost_utils
@@ -70,6 +137,92 @@ def barrier(name: str = "lazyflow_barrier") -> None:
 
 
 def destroy_process_group() -> None:
+    """Leave the process group (``jax.distributed.shutdown``); a no-op when not initialized."""
     if _state["initialized"]:
         jax.distributed.shutdown()
         _state["initialized"] = False
+
+
+# ------------------------------------------------------------------------------------------ host exchanges
+def _client():
+    from jax._src import distributed
+
+    client = distributed.global_state.client
+    if client is None:
+        raise DeviceError(f"{jax.process_count()} processes but no coordination client: call "
+                          "lf.distributed.init_process_group() first")
+    return client
+
+
+def _key(tag: str) -> str:
+    """A key unique to this exchange: every process makes the same sequence of exchanges (SPMD), so the
+    n-th exchange has the same number everywhere."""
+    _state["seq"] += 1
+    return f"lazyflow/{_state['seq']}/{tag}"
+
+
+def broadcast_object(obj: Any, src: int = 0, *, tag: str = "bcast") -> Any:
+    """``obj`` as process ``src`` passed it, in every process (torch's ``broadcast_object_list`` for one object).
+
+    Args:
+        obj: a picklable object (only ``src``'s is used).
+        src: the sending rank.
+        tag: a label for the exchange (the same in every process).
+    Returns:
+        ``src``'s object.
+    """
+    if jax.process_count() == 1:
+        return obj
+    client, key = _client(), _key(tag)
+    if jax.process_index() == src:
+        client.key_value_set_bytes(key, pickle.dumps(obj))
+        return obj
+    return pickle.loads(client.blocking_key_value_get_bytes(key, _TIMEOUT_MS))
+
+
+def gather_objects(obj: Any, dst: int = 0, *, tag: str = "gather") -> list | None:
+    """Every process's ``obj``, in rank order, at process ``dst`` (torch's ``gather_object``); None elsewhere.
+
+    Args:
+        obj: a picklable object.
+        dst: the receiving rank.
+        tag: a label for the exchange (the same in every process).
+    Returns:
+        At ``dst``, the list of objects by rank; None in the other processes.
+    """
+    n = jax.process_count()
+    if n == 1:
+        return [obj]
+    client, key = _client(), _key(tag)
+    me = jax.process_index()
+    if me != dst:
+        client.key_value_set_bytes(f"{key}/{me}", pickle.dumps(obj))
+        return None
+    out = []
+    for r in range(n):
+        if r == me:
+            out.append(obj)
+        else:
+            k = f"{key}/{r}"
+            out.append(pickle.loads(client.blocking_key_value_get_bytes(k, _TIMEOUT_MS)))
+            client.key_value_delete(k)
+    return out
+
+
+def process_barrier(tag: str = "barrier", *, timeout: float | None = None) -> None:
+    """Block until every process reaches this point (host-side only; no device work is waited for).
+
+    Args:
+        tag: a label (the same in every process).
+        timeout: seconds to wait at most (default 30 minutes).
+    Raises:
+        DeviceError: not every process arrived in time.
+    """
+    if jax.process_count() == 1:
+        return
+    ms = _TIMEOUT_MS if timeout is None else int(timeout * 1000)
+    key = _key(tag)
+    try:
+        _client().wait_at_barrier(key, ms)
+    except Exception as e:  # noqa: BLE001 - the runtime raises its own error types
+        raise DeviceError(f"barrier {key!r}: not every process arrived within {ms / 1000:.0f} s ({e})") from e
