@@ -169,6 +169,80 @@ FEWER = COMMON + textwrap.dedent("""
 """)
 
 
+MULTI = COMMON + textwrap.dedent("""
+    # two processes (jax.distributed) with 4 devices each; path holds the 8-device single-process checkpoint
+    lf.distributed.init_process_group()
+    assert jax.process_count() == 2 and len(jax.devices()) == 8 and len(jax.local_devices()) == 4
+    mesh = Mesh(np.array(jax.devices()).reshape(4, 2), ("x", "y"))
+    glob = lambda a, spec: lf.from_jax(jax.make_array_from_callback(a.shape, NamedSharding(mesh, spec),
+                                                                    lambda i: a[i]))
+    mp = path + "_multi"
+    w = glob(W, P("x", "y"))
+    lf.save({"w": w, "e": glob(E, P("y")), "small": lf.tensor(SMALL), "step": 7}, mp)
+    _, meta = _meta.read_meta(mp)
+    crc = {en["key"]: en["crc"] for en in meta["entries"]}
+    assert len(crc["w"]) == 8 and len(crc["e"]) == 2  # every process's shards, each region once
+    out = lf.load(mp)
+    assert out["step"] == 7 and out["w"].sharding.spec == P("x", "y")
+    for k, ref in (("w", W), ("e", E)):
+        for sh in out[k].jax().addressable_shards:
+            np.testing.assert_array_equal(np.asarray(sh.data), ref[sh.index])
+    np.testing.assert_array_equal(out["small"].numpy(), SMALL)
+    ok("multi_process_save_and_load")
+
+    out = lf.load(mp, map_location="cpu")  # each process gets the whole tensor on its own first device
+    assert out["w"].jax().devices() == {jax.local_devices()[0]}
+    np.testing.assert_array_equal(out["w"].numpy(), W)
+    ok("multi_process_load_onto_local_device")
+
+    h = lf.save({"w": w}, mp + "_async", async_save=True)
+    w.add_(1.0)
+    h.wait()
+    for sh in lf.load(mp + "_async")["w"].jax().addressable_shards:
+        np.testing.assert_array_equal(np.asarray(sh.data), W[sh.index])
+    ok("multi_process_async_save")
+
+    # the single-process 8-device checkpoint, loaded by two processes over their global mesh
+    out = lf.load(path, sharding=lambda k, info: NamedSharding(mesh, P(None, "x")) if k == "e" else None,
+                  map_location="cpu")
+    for sh in out["e"].jax().addressable_shards:
+        np.testing.assert_array_equal(np.asarray(sh.data), E[sh.index])
+    np.testing.assert_array_equal(out["w"].numpy(), W)
+    ok("single_process_checkpoint_loaded_by_two_processes")
+""")
+
+FROM_MULTI = COMMON + textwrap.dedent("""
+    # one process, 8 devices: the two-process checkpoint (saved over devices 0-3 and 2048-2051)
+    mp = path + "_multi"
+    try:
+        lf.load(mp)
+    except lf.CheckpointError as ex:
+        assert "do not exist here" in str(ex), str(ex)
+    else:
+        raise AssertionError("devices of the other processes should not be found here")
+    mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("a", "b"))
+    out = lf.load(mp, sharding=lambda k, info: NamedSharding(mesh, P("b")) if info.sharding else None,
+                  map_location="cpu")
+    np.testing.assert_array_equal(out["w"].numpy(), W)
+    np.testing.assert_array_equal(out["e"].numpy(), E)
+    assert out["step"] == 7
+    ok("multi_process_checkpoint_loaded_by_one_process")
+""")
+
+
+def _run_multi(script: str, path: str) -> str:
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+           "PYTHONPATH": os.pathsep.join(sys.path), "JAX_PLATFORMS": "cpu"}
+    with open(path + "_script.py", "w") as f:
+        f.write(script)
+    p = subprocess.run([sys.executable, "-m", "lazyflow.distributed.run", "--nproc", "2", path + "_script.py", path],
+                       capture_output=True, text=True, env=env, timeout=300)
+    if p.returncode != 0:
+        raise AssertionError(f"multi-process run failed:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
+    oks = [line.split("] ", 1)[1] for line in p.stdout.splitlines() if "] OK " in line]
+    return "\n".join(o for o in oks if o.startswith("OK")) + "\n"
+
+
 def _run(script: str, path: str, devices: int) -> str:
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
            "PYTHONPATH": os.pathsep.join(sys.path), "JAX_PLATFORMS": "cpu"}
@@ -181,7 +255,8 @@ def _run(script: str, path: str, devices: int) -> str:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("sharded") / "ckpt")
-    out = _run(SAVE, path, 8) + _run(FEWER, path, 2) + _run(CORRUPT, path, 8)
+    out = _run(SAVE, path, 8) + _run(FEWER, path, 2) + _run_multi(MULTI, path) + _run(FROM_MULTI, path, 8)
+    out += _run(CORRUPT, path, 8)
     return {line.split()[1] for line in out.splitlines() if line.startswith("OK ")}
 
 
@@ -190,7 +265,9 @@ def results(tmp_path_factory):
     "load_with_saved_sharding", "load_onto_another_mesh_and_partitioning", "load_with_one_sharding_for_all",
     "load_onto_one_device", "partial_load_of_a_sharded_tensor", "async_save_of_sharded_tensor",
     "missing_devices_named", "fewer_devices_onto_one_device", "fewer_devices_onto_a_smaller_mesh",
-    "corrupted_shard_names_its_tensor",
+    "corrupted_shard_names_its_tensor", "multi_process_save_and_load", "multi_process_load_onto_local_device",
+    "multi_process_async_save", "single_process_checkpoint_loaded_by_two_processes",
+    "multi_process_checkpoint_loaded_by_one_process",
 ])
 def test_sharded(results, check):
     assert check in results

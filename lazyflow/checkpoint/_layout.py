@@ -26,7 +26,7 @@ import uuid
 
 from .._core.errors import CheckpointError
 
-__all__ = ["POINTER", "FORMAT_NAME", "Transaction", "resolve", "read_pointer", "cleanup", "path_lock"]
+__all__ = ["POINTER", "FORMAT_NAME", "Transaction", "Follower", "resolve", "read_pointer", "cleanup", "path_lock"]
 
 POINTER = "LAZYFLOW_CHECKPOINT"
 FORMAT_NAME = "lazyflow.checkpoint"
@@ -240,6 +240,24 @@ class Transaction:
         _in_flight.discard(self.version_dir)
         if self.staging:
             _in_flight.discard(self.staging)
+
+
+class Follower:
+    """A save's counterpart in a process other than the primary: orbax writes its shards into the version
+    directory the primary chose; creating, committing and aborting are the primary's business."""
+
+    def __init__(self, version_dir: str):
+        self.version_dir = version_dir
+        self.staging = None
+
+    def commit(self, format_version: int) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
 
 
 def _write_pointer(directory: str, info: dict) -> None:

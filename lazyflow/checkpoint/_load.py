@@ -12,7 +12,7 @@ import numpy as np
 from .._core.device import Device, to_jax_device
 from .._core.errors import CheckpointError, LazyflowError
 from .._tensor import _make
-from . import _crc, _unpickler
+from . import _crc, _multi, _unpickler
 from ._crc import dtype_from_name
 from ._meta import TensorInfo, info_of, read_meta
 
@@ -42,11 +42,26 @@ def _placement(e: dict, info: TensorInfo, map_location, sharding, where: str):
     return _saved_placement(info, where)
 
 
+def _resolve_device(d) -> jax.Device:
+    """A jax device for a device spec; with several processes ``"cpu"``/``"cuda:N"`` name this process's own
+    devices (as ``map_location="cuda:0"`` means each rank's first GPU in torch)."""
+    if isinstance(d, jax.Device):
+        return d
+    d = d if isinstance(d, Device) else Device(d)
+    jd = to_jax_device(d)
+    if _multi.count() > 1 and jd not in jax.local_devices():
+        local = [x for x in jax.local_devices() if x.platform == jd.platform]
+        if not local:
+            raise CheckpointError(f"process {_multi.rank()} has no local {d.type} device")
+        jd = local[min(d.index or 0, len(local) - 1)]
+    return jd
+
+
 def _device(d, where: str, key: str) -> jax.Device:
     if isinstance(d, jax.sharding.Sharding):
         return d
     try:
-        return to_jax_device(d if isinstance(d, (Device, jax.Device)) else Device(d))
+        return _resolve_device(d)
     except LazyflowError as e:
         raise CheckpointError(f"{where}: cannot place '{key}' on map_location={d!r}: {e}") from e
 
@@ -58,10 +73,24 @@ def _saved_placement(info: TensorInfo, where: str):
         except CheckpointError as e:
             raise CheckpointError(f"{where}: '{info.key}': {e}") from None
     try:
-        return to_jax_device(Device(info.device))
+        return _resolve_device(info.device)
     except LazyflowError as e:
         raise CheckpointError(f"{where}: '{info.key}' was saved on {info.device}, which does not exist "
                               f"here ({e}); pass map_location='cpu' (or another device)") from None
+
+
+def _region_data(arr: jax.Array, region: tuple, shards: dict):
+    """The saved region's values from a restored (possibly resharded) array, or None when no part of this
+    process holds all of it (another process verifies it then)."""
+    sh = shards.get(region)
+    if sh is not None:
+        return np.asarray(sh.data)
+    for idx, sh in shards.items():  # inside one local shard: slice that shard on the host
+        if all(a <= lo and hi <= b for (lo, hi), (a, b) in zip(region, idx)):
+            return np.asarray(sh.data)[tuple(slice(lo - a, hi - a) for (lo, hi), (a, _) in zip(region, idx))]
+    if arr.is_fully_addressable:
+        return np.asarray(arr[tuple(slice(a, b) for a, b in region)])
+    return None
 
 
 class _Reader:
@@ -178,11 +207,8 @@ class _Reader:
                 shards = {tuple((s.start or 0, dim if s.stop is None else s.stop) for s, dim in
                                 zip(sh.index, arr.shape)): sh for sh in arr.addressable_shards}
                 for region, crcs in e.get("crc", ()):
-                    region = tuple(tuple(x) for x in region)
-                    sh = shards.get(region)
-                    data = np.asarray(sh.data) if sh is not None else np.asarray(
-                        arr[tuple(slice(a, b) for a, b in region)])
-                    if _crc.crc_chunks(data) != list(crcs):
+                    data = _region_data(arr, tuple(tuple(x) for x in region), shards)
+                    if data is not None and _crc.crc_chunks(data) != list(crcs):
                         bad.append(e["key"])
                         break
         if bad:

@@ -52,7 +52,7 @@ def _lazyflow_version() -> str:
 
 
 def encode_meta(plan) -> bytes:
-    plan.checksum()
+    """The metadata file's bytes for a plan whose checksums are filled in."""
     outer = {"format": _layout.FORMAT_NAME, "version": FORMAT_VERSION, "lazyflow": _lazyflow_version(),
              "entries": plan.records(), "groups": plan.groups, "structure": plan.structure}
     return frame(_unpickler.dumps(outer))

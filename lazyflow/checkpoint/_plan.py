@@ -203,11 +203,15 @@ class Plan:
         self.save_args[name] = _store.ocp.SaveArgs(chunk_byte_size=ZARR_CHUNK if size > ZARR_CHUNK else None)
 
     # ---------------------------------------------------------------- checksums (may run in the background)
-    def checksum(self) -> None:
-        """Fill ``crc`` of every entry that owns bytes (reads the data; call after the layout)."""
+    def checksum(self, *, host_data: bool = True) -> None:
+        """Fill ``crc`` of every entry that owns bytes (reads the data; call after the layout). Sharded
+        tensors get the CRCs of this process's shards; ``host_data=False`` skips the single-device tensors
+        (processes other than the primary: only the primary writes those)."""
         host, owners = [], []
         for e in self.entries:
             kind = e["storage"][0]
+            if kind in ("array", "packed") and e["sharding"] is None and not host_data:
+                continue
             if kind == "array" and e["sharding"] is None:
                 host.append(self.arrays[e["storage"][1]])
                 owners.append((e, None))
@@ -230,6 +234,21 @@ class Plan:
                 e["crc"] = crcs
             else:
                 e["crc"].append((region, crcs))
+
+    def sharded_crcs(self) -> dict[int, list]:
+        """``{entry index: [(region, crcs), ...]}`` of the sharded tensors (this process's shards)."""
+        return {i: list(e["crc"]) for i, e in enumerate(self.entries)
+                if e["storage"][0] == "array" and e["sharding"] is not None}
+
+    def merge_sharded_crcs(self, per_process: list[dict[int, list]]) -> None:
+        """Combine every process's :meth:`sharded_crcs` (each region once) into the entries."""
+        for i, e in enumerate(self.entries):
+            if e["storage"][0] == "array" and e["sharding"] is not None:
+                merged = {}
+                for part in per_process:
+                    for region, crcs in part.get(i, ()):
+                        merged.setdefault(tuple(tuple(r) for r in region), crcs)
+                e["crc"] = sorted(merged.items())
 
     def records(self) -> list[dict]:
         """The entries as stored (without the data references)."""

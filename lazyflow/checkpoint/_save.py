@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._core.errors import CheckpointError, LazyflowError
-from . import _layout
+from . import _layout, _multi
 from ._meta import FORMAT_VERSION, encode_meta
 
 __all__ = ["save", "SaveHandle"]
@@ -79,30 +79,93 @@ def save(obj: Any, path: str | os.PathLike, *, async_save: bool = False) -> Save
     return _save(obj, path, async_save=async_save)
 
 
+def _metadata(plan, ex) -> bytes | None:
+    """Checksums (gathered at the primary when several processes save) and the encoded metadata; None in
+    the other processes, which write no metadata."""
+    plan.checksum(host_data=ex is None or _multi.is_primary())
+    if ex is not None:
+        parts = ex.gather("crc", plan.sharded_crcs())
+        if parts is None:
+            return None
+        plan.merge_sharded_crcs(parts)
+    return encode_meta(plan)
+
+
+def _begin(path: str, ex):
+    """The save's transaction: in several processes the primary's, mirrored by a Follower elsewhere."""
+    if ex is None:
+        return _layout.Transaction(path)
+    if _multi.is_primary():
+        try:
+            txn = _layout.Transaction(path)
+        except BaseException as e:
+            ex.broadcast("begin", ("error", str(e)))
+            raise
+        ex.broadcast("begin", ("ok", txn.version_dir))
+        return txn
+    status, value = ex.broadcast("begin")
+    if status != "ok":
+        raise CheckpointError(f"saving to '{path}': process 0 could not start the save: {value}")
+    return _layout.Follower(value)
+
+
+def _commit(txn, ex, path: str) -> None:
+    """Make the new version current; in several processes the primary does it and tells the others."""
+    if ex is None:
+        txn.commit(FORMAT_VERSION)
+        return
+    if _multi.is_primary():
+        try:
+            txn.commit(FORMAT_VERSION)
+        except BaseException as e:
+            ex.broadcast("commit", str(e))
+            raise
+        ex.broadcast("commit", None)
+        return
+    error = ex.broadcast("commit")
+    if error is not None:
+        raise CheckpointError(f"saving to '{path}': process 0 could not commit the checkpoint: {error}")
+
+
+def _fail_peers(ex, e: BaseException) -> None:
+    """A primary that failed before committing tells the other processes, which wait for its verdict."""
+    if ex is not None and _multi.is_primary():
+        try:
+            ex.broadcast("commit", f"{type(e).__name__}: {e}")
+        except Exception:  # noqa: BLE001 - already failing; the peers then time out
+            pass
+
+
 def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] | None = None):
     """:func:`save`, running ``after_commit()`` once the checkpoint is complete (before an async handle
-    reports done)."""
+    reports done). With several processes (``jax.distributed``) every process must call it, in the same
+    order for each path."""
     from . import _plan, _store
 
     path = os.path.abspath(os.fspath(path))
     lock = _layout.path_lock(path)
     lock.acquire()
-    txn = None
+    txn = ex = None
+    committing = False
     try:
+        ex = _multi.Exchange("save", path) if _multi.count() > 1 else None
         plan = _plan.Plan(obj, snapshot_numpy=async_save)
-        txn = _layout.Transaction(path)
+        txn = _begin(path, ex)
         if async_save:  # checksums and metadata are computed in the background commit
-            ckptr = _store.write(txn.version_dir, plan.arrays, plan.save_args, lambda: encode_meta(plan),
+            ckptr = _store.write(txn.version_dir, plan.arrays, plan.save_args, lambda: _metadata(plan, ex),
                                  async_=True)
         else:  # checksums first (in parallel threads): measured faster than racing the writes for the cores
-            _store.write(txn.version_dir, plan.arrays, plan.save_args, encode_meta(plan))
-            txn.commit(FORMAT_VERSION)
+            _store.write(txn.version_dir, plan.arrays, plan.save_args, _metadata(plan, ex))
+            committing = True
+            _commit(txn, ex, path)
             txn = None
-            if after_commit is not None:
+            if after_commit is not None and (ex is None or _multi.is_primary()):
                 after_commit()
     except BaseException as e:
         if txn is not None:
             txn.abort()
+            if not committing:
+                _fail_peers(ex, e)
         lock.release()
         if isinstance(e, LazyflowError) or not isinstance(e, Exception):
             raise
@@ -113,14 +176,18 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
     handle = SaveHandle(path)
 
     def finish():
+        committing = False
         try:
             ckptr.wait_until_finished()
-            txn.commit(FORMAT_VERSION)
+            committing = True
+            _commit(txn, ex, path)
         except BaseException as e:  # noqa: BLE001 - reported through the handle
             txn.abort()
+            if not committing:
+                _fail_peers(ex, e)
             handle._error = _fail(path, e)
         else:
-            if after_commit is not None:
+            if after_commit is not None and (ex is None or _multi.is_primary()):
                 try:
                     after_commit()
                 except BaseException as e:  # noqa: BLE001 - reported through the handle
@@ -136,5 +203,3 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
 
     threading.Thread(target=finish, name=f"lazyflow-save:{os.path.basename(path)}").start()
     return handle
-
-

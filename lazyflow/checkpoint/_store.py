@@ -130,9 +130,10 @@ async def _gather_all(*aws):
 
 @dataclasses.dataclass
 class MetaSave(ocp.checkpoint_args.CheckpointArgs):
-    """The metadata bytes, or a function producing them (run in the background commit of an async save)."""
+    """The metadata bytes, or a function producing them (run in the background commit of an async save);
+    None (or a function returning None) writes nothing."""
 
-    data: bytes | Callable[[], bytes]
+    data: bytes | None | Callable[[], bytes | None]
 
 
 @dataclasses.dataclass
@@ -159,7 +160,8 @@ class _MetaHandler(ocp.handlers.AsyncCheckpointHandler):
 
         async def commit():
             payload = await asyncio.to_thread(data) if callable(data) else data
-            await asyncio.to_thread(_write_file, os.fspath(directory / META_FILE), payload)
+            if payload is not None:  # None: a process other than the primary (which writes the file)
+                await asyncio.to_thread(_write_file, os.fspath(directory / META_FILE), payload)
 
         return [ocp.future.CommitFutureAwaitingContractedSignals(commit(), name="lazyflow_meta")]
 

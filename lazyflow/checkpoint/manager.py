@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 from .._core.errors import CheckpointError
-from . import _layout
+from . import _layout, _multi
 from ._load import load
 from ._save import SaveHandle, _save
 
@@ -56,8 +56,11 @@ class CheckpointManager:
         return os.path.join(self.directory, f"step_{step}")
 
     def cleanup(self) -> list[str]:
-        """Remove leftovers of interrupted saves and deletions (incomplete steps); returns what went."""
+        """Remove leftovers of interrupted saves and deletions (incomplete steps); returns what went. With
+        several processes only process 0 removes anything."""
         removed = []
+        if not _multi.is_primary():
+            return removed
         for e in sorted(os.listdir(self.directory)):
             full = os.path.join(self.directory, e)
             if _STEP.match(e):
@@ -141,7 +144,7 @@ class CheckpointManager:
     def delete(self, step: int) -> None:
         """Remove ``step`` (first renamed aside atomically, so a crash never leaves half a step visible)."""
         path = self._step_path(step)
-        if not os.path.exists(path):
+        if not os.path.exists(path) or not _multi.is_primary():
             return
         aside = os.path.join(self.directory, f".step_{step}{_layout._TMP_MARK}{_layout._stamp()}")
         with _layout.path_lock(path):
@@ -150,6 +153,8 @@ class CheckpointManager:
         shutil.rmtree(aside, ignore_errors=True)
 
     def _prune(self) -> None:
+        if not _multi.is_primary():
+            return
         steps = self.all_steps()
         if self.max_to_keep is None:
             return
