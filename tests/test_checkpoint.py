@@ -397,6 +397,15 @@ def test_saving_over_foreign_paths_is_refused_and_leaves_them_alone(tmp_path):
     np.testing.assert_array_equal(_np(lf.load(empty)), np.ones(1))
 
 
+def test_file_objects_are_refused_with_a_clear_message(tmp_path):
+    import io
+
+    for call in (lambda: lf.save(lf.ones(1), io.BytesIO()), lambda: lf.load(io.BytesIO(b"x")),
+                 lambda: inspect(io.BytesIO())):
+        with pytest.raises(lf.CheckpointError, match="directory path.*BytesIO"):
+            call()
+
+
 def test_newer_format_version_is_refused(tmp_path):
     c = tmp_path / "c"
     lf.save(lf.ones(1), c)

@@ -26,7 +26,8 @@ import uuid
 
 from .._core.errors import CheckpointError
 
-__all__ = ["POINTER", "FORMAT_NAME", "Transaction", "Follower", "resolve", "read_pointer", "cleanup", "path_lock"]
+__all__ = ["POINTER", "FORMAT_NAME", "Transaction", "Follower", "as_path", "resolve", "read_pointer", "cleanup",
+           "leftovers", "path_lock", "fsync_tree", "wait_for_cleanups"]
 
 POINTER = "LAZYFLOW_CHECKPOINT"
 FORMAT_NAME = "lazyflow.checkpoint"
@@ -44,6 +45,18 @@ def path_lock(path: str) -> threading.Lock:
     """The process-wide lock serialising saves to one checkpoint path."""
     with _locks_guard:
         return _locks.setdefault(os.path.abspath(path), threading.Lock())
+
+
+def as_path(path, what: str) -> str:
+    """``path`` as an absolute string path (lazyflow checkpoints are directories, never file objects).
+
+    Raises:
+        CheckpointError: ``path`` is not a ``str``/``os.PathLike`` (an open file, a BytesIO...).
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise CheckpointError(f"{what} expects a directory path (str or os.PathLike), got {type(path).__name__}; "
+                              "lazyflow checkpoints are directories, not file objects")
+    return os.path.abspath(os.fspath(path))
 
 
 def _stamp() -> str:

@@ -12,7 +12,7 @@ import numpy as np
 from .._core.device import Device, to_jax_device
 from .._core.errors import CheckpointError, LazyflowError
 from .._tensor import _make
-from . import _crc, _multi, _unpickler
+from . import _crc, _layout, _multi, _unpickler
 from ._crc import dtype_from_name
 from ._meta import TensorInfo, info_of, read_meta
 
@@ -269,7 +269,7 @@ class _Reader:
 
 
 def _open(path, map_location, sharding) -> _Reader:
-    path = os.path.abspath(os.fspath(path))
+    path = _layout.as_path(path, "lf.load")
     vdir, meta = read_meta(path)
     return _Reader(path, vdir, meta, map_location, sharding)
 

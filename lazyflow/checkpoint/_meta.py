@@ -149,7 +149,7 @@ def inspect(path: str | os.PathLike) -> dict[str, TensorInfo]:
     >>> lf.checkpoint.inspect("ckpt")["model.0.weight"].shape
     (4, 3)
     """
-    _, meta = read_meta(os.fspath(path))
+    _, meta = read_meta(_layout.as_path(path, "lf.checkpoint.inspect"))
     by_key = {e["key"]: e for e in meta["entries"]}
     return {e["key"]: info_of(e, by_key) for e in meta["entries"]}
 

@@ -142,7 +142,7 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
     order for each path."""
     from . import _plan, _store
 
-    path = os.path.abspath(os.fspath(path))
+    path = _layout.as_path(path, "lf.save")
     lock = _layout.path_lock(path)
     lock.acquire()
     txn = ex = None
