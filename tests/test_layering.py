@@ -15,6 +15,7 @@ LAYERS = {
     "lazyflow._tensor": 2, "lazyflow.autograd": 2, "lazyflow._dispatch": 2, "lazyflow._creation": 2,
     "lazyflow._functional": 2, "lazyflow._methods": 2, "lazyflow.amp": 2,
     "lazyflow.eager": 3, "lazyflow.graph.trace": 3, "lazyflow.graph.functionalize": 3, "lazyflow.graph.compile": 3,
+    "lazyflow.graph.mesh_config": 3,
     "lazyflow.distributed": 3, "lazyflow.distributed.run": 3,
     "lazyflow.nn": 4, "lazyflow.optim": 4, "lazyflow.utils": 4,
     "lazyflow.graph": 5,  # graph/__init__, module.py (CompiledModule) and nn_graph.py sit above nn/optim

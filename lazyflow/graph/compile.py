@@ -24,6 +24,7 @@ from .._creation import default_generator
 from .._tensor import Tensor, _make, _meta_of
 from ..autograd.node import Node
 from .functionalize import rng_inputs, trace_pure
+from .mesh_config import MeshConfig
 
 __all__ = ["CompileInfo", "CompiledFunction", "compile_function"]
 
@@ -40,6 +41,14 @@ def _leaf_key(x):
     except TypeError:
         return ("id", id(x))
     return ("py", type(x), x)
+
+
+class _IdSet:
+    def __init__(self, items):
+        self._ids = {id(t) for t in items}
+
+    def __contains__(self, t):
+        return id(t) in self._ids
 
 
 class _Variant:
@@ -94,6 +103,7 @@ class CompiledFunction:
         self._lifted: list[Tensor] = []  # tensors captured from outside, lifted to inputs
         self.__wrapped__ = fn
         self.__doc__ = getattr(fn, "__doc__", None)
+        self.config = MeshConfig()  # .data_parallel(mesh, axis) / .shard_parameters(mesh, axis)
 
     # -- hooks overridden by CompiledModule
     def _state_tensors(self):
@@ -101,6 +111,10 @@ class CompiledFunction:
 
     def _extra_key(self):
         return ()
+
+    def _param_set(self):
+        """Identity set of the state tensors that are parameters (sharded by shard_parameters)."""
+        return _IdSet(())
 
     def _eager_call(self, args, kwargs):
         return self._fn(*args, **kwargs)
@@ -116,10 +130,13 @@ class CompiledFunction:
         own = self._state_tensors()
         lifted = self._lifted
         all_state = own + lifted if lifted else own
+        if self.config.mesh is not None:
+            ps = self._param_set()
+            leaves = self.config._place([t for t in own if t in ps], [t for t in all_state if t not in ps], leaves)
         grad = state.grad_enabled and (any(t._rg for t in all_state) or any(
             isinstance(x, Tensor) and x._rg for x in leaves))
         key = (tree, tuple(_leaf_key(x) for x in leaves), tuple(t._meta for t in all_state), grad,
-               self._extra_key())
+               self._extra_key(), self.config._mesh_key())
         v = self._variants.get(key)
         if v is None:
             v = self._new_variant(key, leaves, all_state, grad)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 
 from ..nn.module import Module
-from .compile import CompiledFunction
+from .compile import CompiledFunction, _IdSet
 
 __all__ = ["CompiledModule", "WRAPPER_PREFIXES"]
 
@@ -37,6 +37,9 @@ class _ModuleProgram(CompiledFunction):
 
     def _extra_key(self):
         return tuple(m.training for m in self._module.modules())
+
+    def _param_set(self):
+        return _IdSet(self._module.parameters())
 
 
 def strip_wrapper_prefix(state_dict):
@@ -91,6 +94,12 @@ class CompiledModule(Module):
 
     def forward(self, *args, **kwargs):
         return self._program(*args, **kwargs)
+
+    @property
+    def config(self):
+        """Placement on a device mesh: ``cm.config.data_parallel(mesh, "data")``,
+        ``cm.config.shard_parameters(mesh, "data")`` (see :class:`lazyflow.graph.mesh_config.MeshConfig`)."""
+        return self.__dict__["_program"].config
 
     def cache_info(self):
         """Counters of compiled variants: traces, compiles, hits, variants, fallbacks."""

@@ -24,9 +24,9 @@ from .._core.placement import sharding_of
 from .._creation import default_generator
 from .._tensor import Tensor, _make, _meta_of
 from ..amp import _AutocastInterpreter
-from ..distributed.spmd import batch_sharding, batch_to_global, param_sharding, replicated, to_global
 from ..nn.module import Module
 from .functionalize import RngCounter, flatten_out, install, restore, rng_inputs, wrap_args
+from .mesh_config import MeshConfig
 from .trace import Tracing
 
 __all__ = ["Graph", "GraphConfig", "GraphInfo"]
@@ -39,15 +39,14 @@ _getrefcount = sys.getrefcount
 warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
 
 
-class GraphConfig:
-    """Training options of a :class:`Graph` (OneFlow's ``graph.config``)."""
+class GraphConfig(MeshConfig):
+    """Training options of a :class:`Graph` (OneFlow's ``graph.config``); ``data_parallel`` and
+    ``shard_parameters`` come from :class:`MeshConfig`."""
 
     def __init__(self):
+        super().__init__()
         self.amp_dtype = None
         self.grad_acc_steps = 1
-        self.mesh = None
-        self.data_axis = None
-        self.param_axis = None
 
     def enable_amp(self, mode: bool = True, *, dtype=None) -> None:
         """Mixed precision inside the step: matmuls/convs in ``dtype`` (bfloat16 by default), reductions, softmax
@@ -70,43 +69,12 @@ class GraphConfig:
             raise ValueError(f"gradient accumulation steps must be a positive int, got {n!r}")
         self.grad_acc_steps = n
 
-    def data_parallel(self, mesh, axis: str = "data") -> None:
-        """Split each batch (dim 0 of every tensor argument) over mesh axis ``axis``; parameters are replicated and
-        XLA all-reduces the gradients inside the program. Same loss trajectory as one device with the same
-        global batch. In several processes, each passes its own slice of the global batch."""
-        _check_axis(mesh, axis)
-        self.mesh, self.data_axis = mesh, axis
-
-    def shard_parameters(self, mesh, axis: str = "data") -> None:
-        """FSDP-style: parameters and optimizer state are split over mesh axis ``axis`` (first divisible dimension;
-        others replicated) and gathered inside the program where needed. ``model.state_dict()`` then holds the
-        sharded tensors, in the eager layout."""
-        _check_axis(mesh, axis)
-        if self.mesh is not None and self.mesh is not mesh:
-            raise ValueError("data_parallel and shard_parameters must use the same mesh")
-        self.mesh, self.param_axis = mesh, axis
-
     def _key(self):
-        return (self.amp_dtype, self.grad_acc_steps, id(self.mesh), self.data_axis, self.param_axis)
+        return (self.amp_dtype, self.grad_acc_steps, self._mesh_key())
 
     def __repr__(self) -> str:
         return (f"GraphConfig(amp={self.amp_dtype.name if self.amp_dtype else None}, "
                 f"gradient_accumulation_steps={self.grad_acc_steps})")
-
-
-def _check_axis(mesh, axis) -> None:
-    names = (axis,) if isinstance(axis, str) else tuple(axis)
-    missing = [a for a in names if a not in mesh.axis_names]
-    if missing:
-        raise ValueError(f"mesh has axes {mesh.axis_names}, not {missing}")
-
-
-def _ensure_placed(t, sharding) -> None:
-    """Rebind ``t`` (same object) to ``sharding`` if it is placed differently."""
-    if t._meta[2] and sharding_of(t._meta[2]) == sharding:
-        return
-    t._value = to_global(t._value, sharding)
-    t._meta = _meta_of(t._value)
 
 
 class _Step:
@@ -219,14 +187,7 @@ class Graph:
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
         opt_params, other, buffers, opt_state, hyper, plan = self._gather()
         lifted = self._lifted
-        cfg = self.config
-        if cfg.mesh is not None:
-            for t in opt_params + other + opt_state:
-                _ensure_placed(t, param_sharding(t.shape, cfg.mesh, cfg.param_axis))
-            for t in buffers + lifted:
-                _ensure_placed(t, replicated(cfg.mesh))
-            leaves = [_make(batch_to_global(x._value, batch_sharding(x.shape, cfg.mesh, cfg.data_axis)))
-                      if isinstance(x, Tensor) else x for x in leaves]
+        leaves = self.config._place(opt_params + other + opt_state, buffers + lifted, leaves)
         key = (tree, tuple(t._meta if isinstance(t, Tensor) else ("py", type(t), t) for t in leaves),
                tuple(t._meta for t in opt_params), tuple((t._meta, t._rg) for t in other),
                tuple(t._meta for t in buffers), tuple(t._meta for t in opt_state), tuple(p[1:] for p in plan),
