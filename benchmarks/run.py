@@ -40,7 +40,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if __package__ in (None, ""):  # `python benchmarks/run.py`: make `benchmarks` importable
     sys.path.insert(0, ROOT)
 
-MODULES = ("eager", "graph", "optim", "dataloader", "checkpoint", "conv", "disk")
+# the issues' benchmark modules, in report order; any other benchmarks/bench_*.py is picked up after them, and
+# "disk" (the disk's own bandwidth, measured here) closes the table
+EXPECTED = ("eager", "graph", "optim", "dataloader", "checkpoint", "conv")
+
+
+def discover_modules() -> tuple[str, ...]:
+    """The expected modules (a missing one is reported as FAILED), then every other ``bench_*.py``, then disk."""
+    found = {f[len("bench_"):-len(".py")] for f in os.listdir(os.path.join(ROOT, "benchmarks"))
+             if f.startswith("bench_") and f.endswith(".py")}
+    return (*EXPECTED, *sorted(found - set(EXPECTED)), "disk")
+
+
+MODULES = discover_modules()
 DEFAULT_MD = os.path.join(ROOT, "BENCHMARKS.md")
 DEFAULT_PLOT = os.path.join(ROOT, "benchmarks", "ratios.png")
 DISTS = {"python": None, "jax": "jax", "jaxlib": "jaxlib", "torch": "torch", "numpy": "numpy",
@@ -505,6 +517,10 @@ def machine_info() -> dict:
             "os": f"{platform.system()} {platform.release()}", "versions": versions}
 
 
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
 def save_plot(rows: list[Row], path: str) -> bool:
     """Horizontal bars of every ratio (log scale), green = target met, red = missed, grey = no target."""
     try:
@@ -515,7 +531,7 @@ def save_plot(rows: list[Row], path: str) -> bool:
     import matplotlib.pyplot as plt
 
     data = [r for r in rows if r.ratio is not None and r.ratio > 0]
-    fig, ax = plt.subplots(figsize=(10, max(2.5, 0.28 * len(data) + 1.2)))
+    fig, ax = plt.subplots(figsize=(13, max(2.5, 0.26 * len(data) + 1.2)))
     colors = {"yes": "tab:green", "NO": "tab:red"}
     ys = list(range(len(data)))[::-1]
     # bars grow from 1.0 (parity) to the ratio: left for faster than the reference, right for slower
@@ -523,14 +539,15 @@ def save_plot(rows: list[Row], path: str) -> bool:
     for y, r in zip(ys, data):
         if r.bound is not None:
             ax.plot([r.bound], [y], marker="|", color="black", markersize=12, mew=2)
-    ax.set_yticks(ys, [f"{r.bench}: {r.case} vs {r.versus}"[:80] for r in data], fontsize=7)
+    ax.set_yticks(ys, [_short(f"{r.bench}: {r.case} vs {r.versus}", 95) for r in data], fontsize=7)
+    ax.set_ylim(-0.7, len(data) - 0.3)
     ax.axvline(1.0, color="black", lw=0.8)
     if data:
         ax.set_xscale("log")
     ax.set_xlabel("lazyflow time / reference time (log; < 1 = lazyflow faster; | = target)")
     ax.set_title("lazyflow benchmark ratios")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return True
 
