@@ -126,12 +126,13 @@ class _Reader:
         roots = {i: self._root(i) for i in wanted}
         needed = sorted(set(roots.values()))
         args: dict[str, Any] = {}
-        members: dict[str, list[int]] = {}  # orbax leaf -> entries read from it (host arrays)
+        groups: dict[str, list[int]] = {}  # packed group -> the entries read from it
+        owned: dict[str, int] = {}  # own host array -> its entry
         for r in needed:
             e = self.entries[r]
             st = e["storage"]
             if st[0] == "packed":
-                members.setdefault(st[1], []).append(r)
+                groups.setdefault(st[1], []).append(r)
             elif st[0] == "array" and e["sharding"] is not None:
                 place = self._placement(r)
                 target = place if isinstance(place, jax.sharding.Sharding) else \
@@ -143,17 +144,14 @@ class _Reader:
                 n = int(e.get("nbytes", 0))
                 spans = tuple((lo, min(lo + _crc.CRC_CHUNK, n)) for lo in range(0, max(n, 1), _crc.CRC_CHUNK))
                 args[st[1]] = _store.HostRestoreArgs(restore_type=np.ndarray, checks=(spans,))
-                members[st[1]] = [r]
+                owned[st[1]] = r
             elif st[0] != "empty":
                 raise CheckpointError(f"{self.where}: unknown storage {st[0]!r} for '{e['key']}'")
-        for g, rs in members.items():
-            if not g.startswith("g"):
-                continue
+        for g, rs in groups.items():
             if g not in self.meta["groups"]:
                 raise CheckpointError(f"{self.where}: packed group {g!r} of '{self.entries[rs[0]]['key']}' "
                                       "is not in the metadata")
-            spans = tuple((self.entries[r]["storage"][2], self.entries[r]["storage"][2] + self.entries[r]["storage"][3])
-                          for r in rs)
+            spans = tuple((off, off + n) for _, _, off, n in (self.entries[r]["storage"] for r in rs))
             if sum(hi - lo for lo, hi in spans) * 2 >= self.meta["groups"][g]["nbytes"]:
                 args[g] = _store.HostRestoreArgs(restore_type=np.ndarray, checks=(spans,))
             else:  # a partial load of a few small tensors: read just their byte ranges
@@ -169,35 +167,37 @@ class _Reader:
             raise CheckpointError(f"{self.where}: reading the tensor data failed for {shown} "
                                   f"({type(e).__name__}: {e}); the checkpoint's files are damaged or "
                                   "incomplete") from e
-        host = self._verify(needed, members, args, raw)
+        host = self._verify(needed, groups, owned, args, raw)
         values = self._place(needed, host, raw)
         return {i: self._wrap(i, values[roots[i]]) for i in wanted}
 
     def _placement(self, r: int):
         return _placement(self.entries[r], self.infos[r], self.map_location, self.sharding, self.where)
 
-    def _verify(self, needed, members, args, raw) -> dict[int, np.ndarray]:
+    def _verify(self, needed, groups, owned, args, raw) -> dict[int, np.ndarray]:
         """Check every checksum; returns the host bytes (uint8 views) of the host-read entries."""
         host, bad = {}, []
-        for leaf, rs in members.items():
+
+        def check(r, crcs):
+            if list(self.entries[r].get("crc", ())) != list(crcs):
+                bad.append(self.entries[r]["key"])
+
+        for leaf, r in owned.items():
             got = raw[leaf]
-            if args[leaf].ranges is None:
+            host[r] = got.buffers[0].reshape(-1).view(np.uint8)
+            check(r, got.crcs[0])
+        for g, rs in groups.items():
+            got = raw[g]
+            if args[g].ranges is None:  # the whole group: one buffer, one CRC per member
                 flat = got.buffers[0].reshape(-1).view(np.uint8)
-                if leaf.startswith("g"):
-                    for r, crc in zip(rs, got.crcs[0]):
-                        _, _, off, n = self.entries[r]["storage"]
-                        host[r] = flat[off:off + n]
-                        if list(self.entries[r].get("crc", ())) != [crc]:
-                            bad.append(self.entries[r]["key"])
-                else:
-                    host[rs[0]] = flat
-                    if list(self.entries[rs[0]].get("crc", ())) != list(got.crcs[0]):
-                        bad.append(self.entries[rs[0]]["key"])
-            else:
+                for r, crc in zip(rs, got.crcs[0]):
+                    _, _, off, n = self.entries[r]["storage"]
+                    host[r] = flat[off:off + n]
+                    check(r, [crc])
+            else:  # one buffer per member
                 for r, buf, crcs in zip(rs, got.buffers, got.crcs):
                     host[r] = buf.view(np.uint8)
-                    if list(self.entries[r].get("crc", ())) != list(crcs):
-                        bad.append(self.entries[r]["key"])
+                    check(r, crcs)
         for r in needed:
             e = self.entries[r]
             if e["storage"][0] == "empty":
