@@ -7,6 +7,7 @@ dotted key naming where it sits (``model.layer1.weight``), its shape, dtype and 
   tensor (saved shard by shard);
 * ``("packed", group, offset, nbytes)``: a byte range of a per-dtype packed group (a flat uint8 orbax
   array), for small single-device tensors: orbax pays about a millisecond per array;
+* ``("same", key)``: the bytes of an earlier entry (two Tensor objects sharing one JAX array);
 * ``("empty",)``: no bytes at all.
 
 Checksums are CRC-32 (zlib) over ``CRC_CHUNK``-byte chunks of each entry's bytes in C order (so a flipped
@@ -31,6 +32,7 @@ PACK_MAX = 1 << 20  # tensors below this many bytes are packed into groups
 GROUP_MAX = 32 << 20  # a packed group holds at most this many bytes (bounded reads for partial loads)
 ZARR_CHUNK = 8 << 20  # orbax chunk size for big arrays: reads of several chunks run in parallel
 _ALIGN = _store.ALIGN
+
 
 def tensor_kind(t: Tensor) -> str:
     """``"parameter"``/``"buffer"`` for lazyflow's nn classes, ``"tensor"`` otherwise."""

@@ -58,6 +58,9 @@ def save(obj: Any, path: str | os.PathLike, *, async_save: bool = False) -> Save
     """Save ``obj`` (a Tensor, or dicts/lists/tuples of Tensors, numpy arrays and picklable values) as a
     checkpoint directory at ``path``, atomically replacing any checkpoint already there.
 
+    Saves to one path are serialised within a process (a save waits for the previous one to that path,
+    asynchronous ones included). With several processes (``jax.distributed``) every process calls it.
+
     Tensor bytes go through orbax-checkpoint (small tensors packed per dtype, sharded tensors shard by shard);
     the structure and every other value go into a pickled metadata file with a CRC-32 per tensor.
 
