@@ -11,6 +11,8 @@ Throughput is measured in steady state: persistent workers, one warm-up epoch (n
 timed alternately for lazyflow and torch; samples/s is the median over those epochs. The time to the
 first batch of a fresh loader (worker start-up) is reported separately: torch forks its workers, lazyflow
 starts them from a fork server (JAX is multithreaded, fork is unsafe; see lazyflow/utils/data/dataloader.py).
+torch runs with one intra-op thread, its fastest setting for this pipeline on 2 cores (with two, its stack
+kernels contend with the numpy transform: measured 6x slower without workers).
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def run(quick: bool = False) -> dict:
     import lazyflow as lf
     import lazyflow.utils.data as lud
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # torch's fastest setting here: two intra-op threads contend with the transform
     n = 256 if quick else 1536
     epochs = 2 if quick else 5
     ds = ImageDataset(n, n_images=64 if quick else 256)  # plain class: both loaders take any map-style object

@@ -24,9 +24,12 @@ def _scalar_dtype():
 
 
 def _lerp(start, end, weight):
-    """torch's CPU ``lerp`` (two formulas, chosen by ``|weight| < 0.5``, for accuracy near both ends)."""
+    """torch's CPU ``lerp``: ``start + w * (end - start)`` when ``|w| < 0.5``, else ``end - (end - start) *
+    (1 - w)`` (accurate near both ends). ``weight`` is a scalar, so the choice is made on scalars and
+    the arrays see one select: ``end - d * (1 - w) == end + d * (w - 1)`` exactly (negation is exact)."""
+    small = jnp.abs(weight) < 0.5
     diff = end - start
-    return jnp.where(jnp.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
+    return jnp.where(small, start, end) + jnp.where(small, weight, weight - 1) * diff
 
 
 def sgd(params: list, grads: list, states: list[dict], *, lr, momentum, dampening, weight_decay,
