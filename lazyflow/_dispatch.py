@@ -10,6 +10,7 @@ import numpy as np
 from ._core.errors import AutogradError, DTypeError, OpError, ShapeError
 from ._tensor import Tensor, _make
 from .autograd.node import Node
+from .ops.table import OpDef, backward_fn, diff_positions
 
 SCALAR_TYPES = frozenset({builtins.int, builtins.float, builtins.bool, type(None)})
 
@@ -75,6 +76,35 @@ def record(entry, args, res, multi):
             t._rg = True
             t._node = node
             t._oidx = i
+
+
+class OpRecord:
+    """An op applied with given statics to operands described by ``descs``: what a tape node needs to run the
+    backward. Each interpreter subclasses it with how the backward function runs (jitted, or inline)."""
+
+    __slots__ = ("op", "statics", "descs", "diff", "name", "_bwd", "_bwd_op")
+
+    def __init__(self, op, statics, descs):
+        self.op, self.statics, self.descs = op, statics, descs
+        self.diff = diff_positions(descs)
+        self.name = op.name
+        self._bwd = None
+        self._bwd_op = None
+
+    def _make_bwd(self):
+        return backward_fn(self.op, self.statics, self.descs, self.diff)
+
+    def bwd_call(self, vals, gs):
+        if self._bwd is None:
+            self._bwd = self._make_bwd()
+        return self._bwd(*vals, *gs)
+
+    def bwd_op(self) -> OpDef:
+        """The backward as an op of its own (applied through the interpreter under ``create_graph=True``)."""
+        if self._bwd_op is None:
+            self._bwd_op = OpDef(f"{self.op.name}_backward", backward_fn(self.op, self.statics, self.descs, self.diff),
+                                 dtypes="none")
+        return self._bwd_op
 
 
 def check_inplace(op, target, grad_on):

@@ -15,6 +15,7 @@ import jax
 from .._core.context import state
 from .._dispatch import (
     SCALAR_TYPES,
+    OpRecord,
     check_inplace,
     commit_inplace,
     convert_all,
@@ -25,7 +26,7 @@ from .._dispatch import (
     translate_error,
 )
 from .._tensor import Tensor, _make, _meta_of
-from ..ops.table import OpDef, backward_fn, diff_positions, specialize
+from ..ops.table import specialize
 from . import cache as _cache
 
 _stats = _cache.stats
@@ -43,35 +44,20 @@ _SCALAR_TYPES = SCALAR_TYPES
 _DONATE = "donate"
 
 
-class Entry:
-    """One cached op signature."""
+class Entry(OpRecord):
+    """One cached op signature: the jitted kernel, the output metadata, and (on first use) the jitted backward."""
 
-    __slots__ = ("kernel", "outs", "multi", "op", "statics", "descs", "diff", "name", "_bwd", "_bwd_op", "tick",
-                 "__weakref__")
+    __slots__ = ("kernel", "outs", "multi", "tick", "__weakref__")
 
     def __init__(self, kernel, outs, multi, op, statics, descs):
+        super().__init__(op, statics, descs)
         self.kernel = kernel
         self.outs = outs
         self.multi = multi
-        self.op = op
-        self.statics = statics
-        self.descs = descs
-        self.diff = diff_positions(descs)
-        self.name = op.name
-        self._bwd = None
-        self._bwd_op = None
 
-    def bwd_call(self, vals, gs):
-        if self._bwd is None:
-            self._bwd = jax.jit(backward_fn(self.op, self.statics, self.descs, self.diff))
-            _stats.backward_compiles += 1
-        return self._bwd(*vals, *gs)
-
-    def bwd_op(self) -> OpDef:
-        if self._bwd_op is None:
-            self._bwd_op = OpDef(f"{self.op.name}_backward",
-                                 backward_fn(self.op, self.statics, self.descs, self.diff), dtypes="none")
-        return self._bwd_op
+    def _make_bwd(self):
+        _stats.backward_compiles += 1
+        return jax.jit(super()._make_bwd())
 
 
 def _miss(key, op, args, vals, statics, donate):

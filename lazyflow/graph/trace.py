@@ -15,6 +15,7 @@ from .._core.context import state
 from .._core.errors import GraphError, user_frame
 from .._dispatch import (
     SCALAR_TYPES,
+    OpRecord,
     check_inplace,
     commit_inplace,
     convert_all,
@@ -25,7 +26,7 @@ from .._dispatch import (
     translate_error,
 )
 from .._tensor import Tensor, _make
-from ..ops.table import OpDef, backward_fn, diff_positions, specialize
+from ..ops.table import specialize
 
 _Tracer = jax.core.Tracer
 
@@ -35,28 +36,10 @@ def _specialized(op, statics, descs):
     return specialize(op, statics, descs)
 
 
-class TraceEntry:
+class TraceEntry(OpRecord):
     """A traced op signature: the backward runs inline in the trace."""
 
-    __slots__ = ("op", "statics", "descs", "diff", "name", "_bwd", "_bwd_op")
-
-    def __init__(self, op, statics, descs):
-        self.op, self.statics, self.descs = op, statics, descs
-        self.diff = diff_positions(descs)
-        self.name = op.name
-        self._bwd = None
-        self._bwd_op = None
-
-    def bwd_call(self, vals, gs):
-        if self._bwd is None:
-            self._bwd = backward_fn(self.op, self.statics, self.descs, self.diff)
-        return self._bwd(*vals, *gs)
-
-    def bwd_op(self):
-        if self._bwd_op is None:
-            self._bwd_op = OpDef(f"{self.op.name}_backward",
-                                 backward_fn(self.op, self.statics, self.descs, self.diff), dtypes="none")
-        return self._bwd_op
+    __slots__ = ()
 
 
 def _tmeta(v):
