@@ -73,6 +73,44 @@ def bench_setitem(quick: bool) -> dict:
                 lf_total=lf_total, torch_total=torch_total, entries=lf.eager.cache_info().currsize)
 
 
+def bench_mlp_step(quick: bool) -> list[dict]:
+    """Eager MLP 784-256-10 training step (forward, backward, SGD step) at batch 1 and 64, same model code."""
+    import torch
+
+    import lazyflow as lf
+    from benchmarks.models import build
+
+    torch.set_num_threads(2)
+    n, rep = (20, 3) if quick else (200, 9)
+    rows = []
+    for batch in (1, 64):
+        rng = np.random.default_rng(0)
+        xs = rng.standard_normal((batch, 784)).astype(np.float32)
+        ys = rng.integers(0, 10, batch)
+        tm = build(torch.nn, "mlp")
+        topt = torch.optim.SGD(tm.parameters(), lr=0.01)
+        tx, ty = torch.from_numpy(xs), torch.from_numpy(ys)
+
+        def tstep():
+            torch.nn.functional.cross_entropy(tm(tx), ty).backward()
+            topt.step()
+            topt.zero_grad()
+
+        lm = build(lf.nn, "mlp")
+        lopt = lf.optim.SGD(lm.parameters(), lr=0.01)
+        lx, ly = lf.tensor(xs), lf.tensor(ys)
+
+        def lstep():
+            lf.nn.functional.cross_entropy(lm(lx), ly).backward()
+            lopt.step()
+            lopt.zero_grad()
+
+        t_lf = timeit(lstep, number=n, repeat=rep, warmup=5)
+        t_torch = timeit(tstep, number=n, repeat=rep, warmup=5)
+        rows.append(dict(batch=batch, lazyflow=t_lf, torch=t_torch))
+    return rows
+
+
 def run(quick: bool = False) -> dict:
     rows = bench_dispatch(quick)
     print("Per-op dispatch on a cache hit (16x16 float32), median per call")
@@ -80,11 +118,15 @@ def run(quick: bool = False) -> dict:
                   f"{r['lazyflow'] / r['jit']:.2f}x", f"{r['lazyflow'] / r['jnp']:.2f}x",
                   f"{r['lazyflow'] / r['torch']:.2f}x") for r in rows],
                 ["op", "lazyflow", "bare jax.jit", "jnp eager", "torch", "lf/jit", "lf/jnp", "lf/torch"]))
+    mlp = bench_mlp_step(quick)
+    print("\nEager MLP 784-256-10 training step (forward, backward, SGD step), median")
+    print(table([(r["batch"], fmt_us(r["lazyflow"]), fmt_us(r["torch"]), f"{r['lazyflow'] / r['torch']:.2f}x")
+                 for r in mlp], ["batch", "lazyflow", "torch", "lf/torch"]))
     s = bench_setitem(quick)
     print(f"\nsetitem loop, {s['total']} updates: first 10k chunk {s['first_chunk'] * 1e3:.1f} ms, last "
           f"{s['last_chunk'] * 1e3:.1f} ms (last/first {s['last_chunk'] / s['first_chunk']:.2f}x); total "
           f"{s['lf_total']:.2f} s vs torch {s['torch_total']:.2f} s ({s['lf_total'] / s['torch_total']:.2f}x)")
-    return dict(dispatch=rows, setitem=s)
+    return dict(dispatch=rows, mlp_step=mlp, setitem=s)
 
 
 if __name__ == "__main__":
