@@ -18,7 +18,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 from typing import Any, Generic, TypeVar
 
 from . import _worker
@@ -257,6 +257,9 @@ class _MultiProcessIter(_BaseIter):
             mode = "custom"
         self._collate_mode = mode
         ctx = _context(loader.multiprocessing_context)
+        # one resource tracker for this process and its workers (forked workers would otherwise start their
+        # own): the shared-memory slots workers create and this process attaches are then accounted once
+        resource_tracker.ensure_running()
         self._result_queue = ctx.Queue()
         self._done_event = ctx.Event()
         self._epoch_value = ctx.RawValue("q", 0)
