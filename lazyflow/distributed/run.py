@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -135,20 +136,27 @@ def launch(nproc: int, cmd: list[str], *, nnodes: int = 1, node_rank: int = 0, m
             t = threading.Thread(target=_pump, args=(p.stdout, f"[rank {rank}] ", out, lock), daemon=True)
             t.start()
             pumps.append(t)
-        while True:
-            codes = [p.poll() for p in procs]
-            failed = [(i, c) for i, c in enumerate(codes) if c not in (None, 0)]
-            if failed:
-                i, c = failed[0]
-                code = _status(c)
-                with lock:
-                    out.write(f"[launcher] rank {node_rank * nproc + i} exited with status {code}; stopping the "
-                              f"other {nproc - 1} local process(es)\n")
-                    out.flush()
-                break
-            if all(c == 0 for c in codes):
-                break
-            time.sleep(0.05)
+        # one waiter per process: exits are seen in the order they happen, so the failure reported is the first
+        # one, not a peer that died of it a few milliseconds later (e.g. of a reset connection)
+        exits: queue.Queue = queue.Queue()
+        for i, p in enumerate(procs):
+            threading.Thread(target=lambda i=i, p=p: exits.put((i, p.wait())), daemon=True).start()
+        done = 0
+        while done < nproc:
+            try:
+                i, c = exits.get(timeout=0.1)  # a timeout, so that SIGINT/SIGTERM are handled promptly
+            except queue.Empty:
+                continue
+            if c == 0:
+                done += 1
+                continue
+            code = _status(c)
+            pumps[i].join(1)  # its last lines (a traceback) before the launcher's
+            with lock:
+                out.write(f"[launcher] rank {node_rank * nproc + i} exited with status {code}; stopping the "
+                          f"other {nproc - 1} local process(es)\n")
+                out.flush()
+            break
     except KeyboardInterrupt:
         code = 130
     finally:
