@@ -381,3 +381,25 @@ def test_custom_optimizer_on_the_base_class():
     q.grad = lf.tensor([1.0])
     with pytest.raises(lf.OpError, match=r"changed parameter 0 from float32\[1\] to float64\[1\]"):
         _Broken([q]).step()
+
+
+@pytest.mark.parametrize("name,kwargs", [("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)),
+                                         ("AdamW", dict(lr=0.01, weight_decay=0.1))])
+def test_training_an_nn_module_matches_torch(name, kwargs):
+    """Real gradients (autograd through lf.nn layers) and parameter groups by module, side by side."""
+    tm = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    lm = lf.nn.Sequential(lf.nn.Linear(3, 8), lf.nn.Tanh(), lf.nn.Linear(8, 2))
+    lm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
+    groups = lambda m: [{"params": m[0].parameters()}, {"params": m[2].parameters(), "lr": 0.02}]  # noqa: E731
+    lo, to = getattr(lf.optim, name)(groups(lm), **kwargs), getattr(torch.optim, name)(groups(tm), **kwargs)
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        x, y = rng.standard_normal((16, 3)).astype(np.float32), rng.standard_normal((16, 2)).astype(np.float32)
+        for model, opt, lib in ((lm, lo, lf), (tm, to, torch)):
+            opt.zero_grad()
+            loss = ((model(lib.tensor(x)) - lib.tensor(y)) ** 2).mean()
+            loss.backward()
+            opt.step()
+    for (k, a), b in zip(lm.state_dict().items(), tm.state_dict().values()):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-5, atol=2e-6, err_msg=k)
+    assert all(isinstance(p, lf.nn.Parameter) for p in lm.parameters())
