@@ -81,7 +81,10 @@ def _child(quick: bool) -> dict:
             losses[mode].append(loss.item())
         out["steps"][mode] = statistics.median(times)
     ref = np.array(losses["single"])
-    out["max_rel_loss_diff"] = max(float(np.max(np.abs(np.array(v) - ref) / np.abs(ref))) for v in losses.values())
+    rel = [np.abs(np.array(v) - ref) / np.abs(ref) for v in losses.values()]
+    # float32 sums in another order: ~1e-7 per step at first, amplified by Adam as the loss falls
+    out["rel_diff_10"] = max(float(r[:10].max()) for r in rel)
+    out["rel_diff_all"] = max(float(r.max()) for r in rel)
     out["step_config"] = f"MLP {width}x3 + Adam, batch {batch}, {steps} steps"
 
     # ------------------------------------------------------------------ checkpoints
@@ -141,8 +144,9 @@ def run(quick: bool = False) -> list[dict]:
         raise RuntimeError(f"bench_distributed child failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     res = json.loads(p.stdout.strip().splitlines()[-1])
     s, c = res["steps"], res["ckpt"]
-    note_s = f"{res['step_config']}; max rel. loss diff {res['max_rel_loss_diff']:.1e}; 8 virtual devices on " \
-             f"{os.cpu_count()} cores: no speed-up expected"
+    note_s = (f"{res['step_config']}; max rel. loss diff vs one device {res['rel_diff_10']:.1e} over the first 10 "
+              f"steps, {res['rel_diff_all']:.1e} over all; 8 virtual devices on {os.cpu_count()} cores: no speed-up "
+              "expected")
     rows = [
         {"case": "train step, data_parallel(8)", "versus": "one device", "lf": s["data_parallel"],
          "ref": s["single"], "note": note_s},
