@@ -139,7 +139,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
     if arr.dtype == object or arr.dtype.kind in "USV":
         raise DTypeError(f"tensor(): cannot convert {type(data).__name__} (non-numeric) to a tensor")
     jd = d.to_jax()
-    t = _make(jax.device_put(arr.astype(jd, copy=False), to_jax_device(device) if device is not None else None))
+    # always a private copy: JAX may alias a suitably aligned numpy buffer, which the caller can still mutate
+    t = _make(jax.device_put(np.array(arr, dtype=jd, copy=True), to_jax_device(device) if device is not None else None))
     return _finish(t, None, requires_grad)
 
 
