@@ -16,3 +16,12 @@ def test_mlp_step_matches_numpy():
     h = np.tanh(xw @ ww)
     np.testing.assert_allclose(loss.item(), (h ** 2).sum(), rtol=1e-5)
     np.testing.assert_allclose(w.grad.numpy(), xw.T @ (2 * h * (1 - h ** 2)), rtol=1e-5, atol=1e-6)
+
+
+def test_tensor_from_numpy_never_aliases_the_source():
+    for make in (lf.tensor, lf.from_numpy, lf.as_tensor):
+        for _ in range(10):  # JAX aliases only suitably aligned buffers: try several allocations
+            a = np.zeros(4096, np.float32)
+            t = make(a)
+            a[:] = 5
+            assert float(t.sum().item()) == 0.0, make.__name__
