@@ -5,7 +5,8 @@
   plain-JAX reference (jax.grad + torch's Adam rule) and vs one-device training on the whole batch.
 * The launcher: rank-prefixed output; one failing rank (non-zero exit, or an uncaught exception after joining
   the group while its peer waits in a barrier) stops every process and its status is the launcher's; the
-  multi-host flags (two launchers, one per "host", on loopback); bad arguments.
+  multi-host flags (two launchers, one per "host", on loopback) with broadcast_object_list /
+  all_gather_object between them; bad arguments.
 """
 
 import json
@@ -126,6 +127,8 @@ def test_launcher_multi_host_flags_on_loopback():
     assert code0 == 0 and p1.returncode == 0, (out0, out1)
     assert "[rank 0] gathered [1, 11] world 2 rank 0 node 0" in out0, out0
     assert "[rank 1] gathered [1, 11] world 2 rank 1 node 1" in out1, out1
+    objects = "objects [{'from': 1}, 'x'] [('rank', 0), ('rank', 1)]"
+    assert f"[rank 0] {objects}" in out0 and f"[rank 1] {objects}" in out1, (out0, out1)
 
 
 def test_launcher_and_init_argument_errors(monkeypatch):

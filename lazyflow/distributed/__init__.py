@@ -3,14 +3,25 @@
 * Placement: ``Mesh``, ``shard(t, mesh, spec)``, ``replicate(t, mesh)``, ``t.to(sharding)``, ``t.sharding``,
   ``t.is_sharded``. Eager ops on sharded tensors run as usual (JAX propagates shardings; the eager op cache key
   includes each operand's placement).
-* Processes: ``init_process_group``, ``get_rank``, ``get_world_size``, ``barrier``, ``is_initialized``; the
-  launcher ``python -m lazyflow.distributed.run --nproc N script.py args...``.
+* Processes: ``init_process_group``, ``get_rank``, ``get_world_size``, ``barrier``, ``is_initialized``,
+  ``broadcast_object_list``, ``all_gather_object``; the launcher
+  ``python -m lazyflow.distributed.run --nproc N script.py args...``.
 """
 
 from __future__ import annotations
 
 from .placement import Mesh, NamedSharding, PartitionSpec, replicate, shard
-from .process_group import barrier, destroy_process_group, get_rank, get_world_size, init_process_group, is_initialized
+from .process_group import (
+    all_gather_object,
+    barrier,
+    broadcast_object_list,
+    destroy_process_group,
+    get_rank,
+    get_world_size,
+    init_process_group,
+    is_initialized,
+)
 
 __all__ = ["Mesh", "NamedSharding", "PartitionSpec", "shard", "replicate", "init_process_group", "get_rank",
-           "get_world_size", "barrier", "is_initialized", "destroy_process_group"]
+           "get_world_size", "barrier", "is_initialized", "destroy_process_group", "broadcast_object_list",
+           "all_gather_object"]

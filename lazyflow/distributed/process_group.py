@@ -1,9 +1,7 @@
 """Several processes over ``jax.distributed`` with torch.distributed's names.
 
-Besides the torch-style calls, this module holds the small host-side exchanges other parts of lazyflow need in
-several processes (checkpoints agree on a directory name, gather shard checksums): :func:`broadcast_object`,
-:func:`gather_objects` and :func:`process_barrier` go through the coordination service's key-value store and
-barriers (no device computation, callable from any thread). In one process they are trivial.
+Tensors move between processes inside compiled programs (XLA's collectives over a mesh); small Python objects
+(:func:`broadcast_object_list`, :func:`all_gather_object`) go through the coordination service's key-value store.
 """
 
 from __future__ import annotations
@@ -18,10 +16,10 @@ import jax
 from .._core.errors import DeviceError
 
 __all__ = ["init_process_group", "get_rank", "get_world_size", "barrier", "is_initialized", "destroy_process_group",
-           "broadcast_object", "gather_objects", "process_barrier"]
+           "broadcast_object_list", "all_gather_object"]
 
 _state = {"initialized": False, "seq": 0}
-_TIMEOUT_MS = 30 * 60 * 1000  # host exchanges wait as long as a slow peer may take to write its shards
+_TIMEOUT_MS = 30 * 60 * 1000  # object exchanges wait for peers still busy with a long step
 
 
 def _env_config(coordinator_address, num_processes, process_id):
@@ -143,7 +141,7 @@ def destroy_process_group() -> None:
         _state["initialized"] = False
 
 
-# ------------------------------------------------------------------------------------------ host exchanges
+# ------------------------------------------------------------------------------------------ objects
 def _client():
     from jax._src import distributed
 
@@ -158,71 +156,54 @@ def _key(tag: str) -> str:
     """A key unique to this exchange: every process makes the same sequence of exchanges (SPMD), so the
     n-th exchange has the same number everywhere."""
     _state["seq"] += 1
-    return f"lazyflow/{_state['seq']}/{tag}"
+    return f"lazyflow/distributed/{_state['seq']}/{tag}"
 
 
-def broadcast_object(obj: Any, src: int = 0, *, tag: str = "bcast") -> Any:
-    """``obj`` as process ``src`` passed it, in every process (torch's ``broadcast_object_list`` for one object).
+def broadcast_object_list(object_list: list, src: int = 0) -> None:
+    """Replace the items of ``object_list`` in every process by those of process ``src`` (in place, like torch).
 
-    Args:
-        obj: a picklable object (only ``src``'s is used).
-        src: the sending rank.
-        tag: a label for the exchange (the same in every process).
-    Returns:
-        ``src``'s object.
-    """
-    if jax.process_count() == 1:
-        return obj
-    client, key = _client(), _key(tag)
-    if jax.process_index() == src:
-        client.key_value_set_bytes(key, pickle.dumps(obj))
-        return obj
-    return pickle.loads(client.blocking_key_value_get_bytes(key, _TIMEOUT_MS))
-
-
-def gather_objects(obj: Any, dst: int = 0, *, tag: str = "gather") -> list | None:
-    """Every process's ``obj``, in rank order, at process ``dst`` (torch's ``gather_object``); None elsewhere.
+    The objects travel pickled through the coordination service's key-value store (small control data: a
+    decision, a path, a config), not through the devices.
 
     Args:
-        obj: a picklable object.
-        dst: the receiving rank.
-        tag: a label for the exchange (the same in every process).
-    Returns:
-        At ``dst``, the list of objects by rank; None in the other processes.
+        object_list: a list of picklable objects, of the same length in every process.
+        src: the rank whose objects are sent.
+    Raises:
+        ValueError: ``src`` is not a rank.
+
+    >>> obj = [run_id if lf.distributed.get_rank() == 0 else None]
+    >>> lf.distributed.broadcast_object_list(obj)  # obj[0] is rank 0's run_id everywhere
     """
     n = jax.process_count()
+    if not 0 <= src < n:
+        raise ValueError(f"broadcast_object_list: src {src} is not a rank of the {n} processes")
     if n == 1:
-        return [obj]
-    client, key = _client(), _key(tag)
-    me = jax.process_index()
-    if me != dst:
-        client.key_value_set_bytes(f"{key}/{me}", pickle.dumps(obj))
-        return None
-    out = []
-    for r in range(n):
-        if r == me:
-            out.append(obj)
-        else:
-            k = f"{key}/{r}"
-            out.append(pickle.loads(client.blocking_key_value_get_bytes(k, _TIMEOUT_MS)))
-            client.key_value_delete(k)
-    return out
+        return
+    client, key = _client(), _key("broadcast")
+    if jax.process_index() == src:
+        client.key_value_set_bytes(key, pickle.dumps(list(object_list)))
+        return
+    object_list[:] = pickle.loads(client.blocking_key_value_get_bytes(key, _TIMEOUT_MS))
 
 
-def process_barrier(tag: str = "barrier", *, timeout: float | None = None) -> None:
-    """Block until every process reaches this point (host-side only; no device work is waited for).
+def all_gather_object(object_list: list, obj: Any) -> None:
+    """Fill ``object_list`` (of length world size) with every process's ``obj``, by rank (like torch).
 
     Args:
-        tag: a label (the same in every process).
-        timeout: seconds to wait at most (default 30 minutes).
+        object_list: a list of ``get_world_size()`` items, overwritten.
+        obj: this process's picklable object.
     Raises:
-        DeviceError: not every process arrived in time.
+        ValueError: ``object_list`` does not have one slot per process.
     """
-    if jax.process_count() == 1:
+    n = jax.process_count()
+    if len(object_list) != n:
+        raise ValueError(f"all_gather_object: object_list has {len(object_list)} slots for {n} processes")
+    if n == 1:
+        object_list[0] = obj
         return
-    ms = _TIMEOUT_MS if timeout is None else int(timeout * 1000)
-    key = _key(tag)
-    try:
-        _client().wait_at_barrier(key, ms)
-    except Exception as e:  # noqa: BLE001 - the runtime raises its own error types
-        raise DeviceError(f"barrier {key!r}: not every process arrived within {ms / 1000:.0f} s ({e})") from e
+    client, key = _client(), _key("all_gather")
+    me = jax.process_index()
+    client.key_value_set_bytes(f"{key}/{me}", pickle.dumps(obj))
+    for r in range(n):
+        object_list[r] = obj if r == me else pickle.loads(
+            client.blocking_key_value_get_bytes(f"{key}/{r}", _TIMEOUT_MS))

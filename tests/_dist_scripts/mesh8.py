@@ -104,6 +104,22 @@ def shard_passes_gradients():
     np.testing.assert_allclose(loss.item(), np.tanh(X @ W).sum(), rtol=1e-5)
 
 
+@check
+def one_process_group_calls():
+    assert D.get_rank() == 0 and D.get_world_size() == 1 and not D.is_initialized()
+    D.barrier()
+    objs = ["a", 1]
+    D.broadcast_object_list(objs)
+    assert objs == ["a", 1]
+    slots = [None]
+    D.all_gather_object(slots, {"x": 1})
+    assert slots == [{"x": 1}]
+    _raises(ValueError, lambda: D.all_gather_object([None, None], 1), "2 slots for 1 processes")
+    _raises(ValueError, lambda: D.broadcast_object_list(objs, src=1), "src 1")
+    _raises(DeviceError, lambda: D.init_process_group(coordinator_address="127.0.0.1:1", num_processes=2,
+                                                       process_id=0), "before JAX starts its backend")
+
+
 # ------------------------------------------------------------------------------------------ eager ops
 @check
 def eager_ops_on_sharded_tensors():

@@ -2,7 +2,8 @@
 
 * ``exit``: rank 1 exits with status 3; rank 0 sleeps (the launcher must stop it).
 * ``raise``: after ``init_process_group``, rank 1 raises; rank 0 waits in a barrier rank 1 never reaches.
-* ``gather``: every rank joins, and the ranks are all-gathered over the devices (multi-host flags test).
+* ``gather``: every rank joins; the ranks are all-gathered over the devices, and Python objects are
+  broadcast from rank 1 and all-gathered through the coordination service (multi-host flags test).
 """
 
 from __future__ import annotations
@@ -39,4 +40,9 @@ from jax.experimental import multihost_utils  # noqa: E402
 got = multihost_utils.process_allgather(np.array([rank * 10 + 1], np.int32), tiled=True)
 print(f"gathered {np.asarray(got).tolist()} world {lf.distributed.get_world_size()} rank "
       f"{lf.distributed.get_rank()} node {os.environ['NODE_RANK']}", flush=True)
+objs = [{"from": rank}, "x"]
+lf.distributed.broadcast_object_list(objs, src=1)
+slots = [None, None]
+lf.distributed.all_gather_object(slots, ("rank", rank))
+print(f"objects {objs} {slots}", flush=True)
 lf.distributed.barrier()
