@@ -8,6 +8,7 @@ one call into the active interpreter with a primitive from the op table. Composi
 from __future__ import annotations
 
 import builtins
+import collections
 import math
 
 import numpy as np
@@ -72,8 +73,10 @@ def _on_scalar(input, fn, dim):
     """Run a one-dim op ``fn(x, d)`` on a 0-d ``input`` as on its 1-element view (torch accepts dim 0/-1)."""
     _dim(dim, 0)
     out = fn(reshape(input, 1), 0)
+    if isinstance(out, _MinMax):
+        return _MinMax(*(reshape(o, ()) for o in out))
     if isinstance(out, tuple):
-        return type(out)(reshape(o, ()) for o in out)
+        return tuple(reshape(o, ()) for o in out)
     return reshape(out, ())
 
 
@@ -494,16 +497,8 @@ def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:  # noqa: A002
     return _reduce("amin", input, dim, keepdim)
 
 
-class _MinMax(tuple):
-    """``(values, indices)`` named like torch's return type."""
-
-    @property
-    def values(self):
-        return self[0]
-
-    @property
-    def indices(self):
-        return self[1]
+# ``(values, indices)`` like torch.return_types; a namedtuple, so graph mode can return it (a JAX pytree)
+_MinMax = collections.namedtuple("return_types", ["values", "indices"])
 
 
 def _extreme(name, input, dim, keepdim):  # noqa: A002
@@ -513,7 +508,7 @@ def _extreme(name, input, dim, keepdim):  # noqa: A002
     if input.shape[d] == 0:
         raise IndexOutOfRangeError(f"{name[:3]}(): cannot reduce over dimension {d} of size 0 "
                                    f"(input shape {list(input.shape)})")
-    return _MinMax(_apply(R[name], (input,), (d, builtins.bool(keepdim))))
+    return _MinMax(*_apply(R[name], (input,), (d, builtins.bool(keepdim))))
 
 
 def max(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001,A002
@@ -1401,7 +1396,7 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
     """
     if input.ndim == 0:
         return _on_scalar(input, lambda x, d: sort(x, d, descending, stable), dim)
-    return _MinMax(_apply(R["sort"], (input,), (_dim(dim, input.ndim), builtins.bool(descending),
+    return _MinMax(*_apply(R["sort"], (input,), (_dim(dim, input.ndim), builtins.bool(descending),
                                                  builtins.bool(stable))))
 
 
@@ -1421,7 +1416,7 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
     d = _dim(dim, input.ndim)
     if not 0 <= k <= input.shape[d]:
         raise IndexOutOfRangeError(f"topk: k ({k}) is out of range for dimension {d} of size {input.shape[d]}")
-    return _MinMax(_apply(R["topk"], (input,), (builtins.int(k), d, builtins.bool(largest), builtins.bool(sorted))))
+    return _MinMax(*_apply(R["topk"], (input,), (builtins.int(k), d, builtins.bool(largest), builtins.bool(sorted))))
 
 
 def tril(input: Tensor, diagonal: int = 0) -> Tensor:  # noqa: A002

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from .._core import dtypes as D
@@ -32,7 +33,9 @@ def _tile(x, *, reps):
 @op("repeat_interleave", static=("repeats", "dim"), dtypes="none")
 def _repeat_interleave(x, *, repeats, dim):
     if dim is None:
-        return jnp.repeat(x.reshape(-1), repeats)
+        x, dim = x.reshape(-1), 0
+    if isinstance(repeats, tuple):  # one count per element: static, so the output length is known
+        return jnp.repeat(x, np.asarray(repeats), axis=dim, total_repeat_length=sum(repeats))
     return jnp.repeat(x, repeats, axis=dim)
 
 
@@ -67,6 +70,8 @@ def _roll(x, *, shifts, dims):
 
 @op("gather", static=("dim",), dtypes="none")
 def _gather(x, index, *, dim):
+    # torch lets index be smaller than x outside `dim`: only the leading part of those dims is read
+    x = x[tuple(slice(None) if i == dim else slice(0, n) for i, n in enumerate(index.shape))]
     return jnp.take_along_axis(x, index, axis=dim, mode="clip")
 
 
