@@ -44,7 +44,8 @@ def init_process_group(backend: str | None = None, *, coordinator_address: str |
     Call it before any tensor is created (JAX's backend must not have started yet; ``import lazyflow`` is fine).
     A process that dies of an uncaught exception afterwards exits at once with status 1 (its traceback
     printed) instead of waiting in JAX's shutdown barrier for peers that are blocked in a collective it will
-    never join; the launcher then stops the others.
+    never join; the launcher then stops the others. A process that cannot reach the coordinator within
+    ``timeout`` is terminated by JAX's runtime (a fatal ``DEADLINE_EXCEEDED`` in its log), not given an exception.
 
     Args:
         backend: accepted for torch compatibility ("gloo", "nccl", ...) and ignored: JAX picks the collectives
