@@ -404,8 +404,29 @@ def _concrete(t, what):
             "choices, or return the tensor from the compiled function")
 
 
+def _check_divisible(t, sharding) -> None:
+    from ._core.errors import ShapeError
+
+    spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
+    if spec is None or mesh is None:
+        return
+    if len(spec) > len(t.shape):
+        raise ShapeError(f"to({sharding}): the spec has {len(spec)} entries for a tensor of shape {list(t.shape)}")
+    for dim, axes in enumerate(spec):
+        if axes is None:
+            continue
+        names = (axes,) if isinstance(axes, str) else tuple(axes)
+        size = 1
+        for a in names:
+            size *= mesh.shape[a]
+        if t.shape[dim] % size:
+            raise ShapeError(f"to(sharding): dim {dim} of size {t.shape[dim]} is not divisible by mesh axes {names} "
+                             f"(size {size}); tensor shape {list(t.shape)}")
+
+
 def _to_device(t, device):
     if isinstance(device, jax.sharding.Sharding):
+        _check_divisible(t, device)
         target = device
     else:
         target = to_jax_device(device)
