@@ -127,7 +127,7 @@ def inplace_result(op, target, out, meta):
         raise ShapeError(f"{op.name}_: output with shape {list(target.shape)} doesn't match the broadcast "
                          f"shape {list(meta[0])}")
     if meta[1] is not target._meta[1]:
-        if target._meta[1].is_floating_point or not meta[1].is_floating_point:
+        if target._meta[1].is_floating_point or not (meta[1].is_floating_point or target._meta[1].name == "bool"):
             return out.astype(target._meta[1].np), (meta[0], target._meta[1], meta[2])
         raise DTypeError(f"{op.name}_: result type {meta[1].name} can't be cast to the desired output type "
                          f"{target.dtype.name}")

@@ -23,21 +23,21 @@ __all__ = [  # the public ops, re-exported as lazyflow.<name>
     "abs", "absolute", "acos", "add", "addcdiv", "addcmul", "all", "amax", "amin", "any", "arccos", "arcsin",
     "arctan", "argmax", "argmin", "argsort", "argwhere", "asin", "atan", "atan2", "bitwise_and",
     "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift", "bitwise_xor", "bmm",
-    "broadcast_shapes", "broadcast_tensors", "broadcast_to", "cat", "ceil", "chunk", "clamp", "clamp_", "clip",
-    "clip_", "clone", "concat", "concatenate", "cos", "cosh", "cumprod", "cumsum", "diagonal", "div", "divide",
-    "dot", "einsum", "eq", "erf", "erfinv", "exp", "exp2", "expand", "expand_as", "expm1", "fill_", "fix",
-    "flatten", "flip", "fliplr", "flipud", "floor", "floor_divide", "fmax", "fmin", "fmod", "gather", "ge", "gelu",
-    "greater", "greater_equal", "gt", "hstack", "index_add", "index_select", "isfinite", "isinf", "isnan", "le",
-    "lerp", "less", "less_equal", "log", "log10", "log1p", "log2", "log_softmax", "logical_and", "logical_not",
-    "logical_or", "logical_xor", "logsumexp", "lt", "masked_fill", "masked_select", "matmul", "max", "maximum",
-    "mean", "min", "minimum", "mm", "moveaxis", "movedim", "mul", "multiply", "mv", "nan_to_num", "narrow", "ne",
-    "neg", "negative", "nonzero", "norm", "not_equal", "one_hot", "outer", "pad", "permute", "pow", "prod",
-    "reciprocal", "relu", "remainder", "repeat", "repeat_interleave", "reshape", "reshape_as", "roll", "round",
-    "rsqrt", "scatter", "scatter_add", "scatter_reduce", "sigmoid", "sign", "silu", "sin", "sinh", "softmax",
-    "softplus", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract", "sum",
-    "swapaxes", "swapdims", "t", "take_along_dim", "tan", "tanh", "tensor_split", "tile", "topk", "transpose",
-    "tril", "triu", "true_divide", "trunc", "unbind", "unflatten", "unsqueeze", "var", "var_mean", "view",
-    "view_as", "vstack", "where", "zero_",
+    "broadcast_shapes", "broadcast_tensors", "broadcast_to", "can_cast", "cat", "ceil", "chunk", "clamp", "clamp_",
+    "clip", "clip_", "clone", "concat", "concatenate", "cos", "cosh", "cumprod", "cumsum", "diagonal", "div",
+    "divide", "dot", "einsum", "eq", "erf", "erfinv", "exp", "exp2", "expand", "expand_as", "expm1", "fill_",
+    "fix", "flatten", "flip", "fliplr", "flipud", "floor", "floor_divide", "fmax", "fmin", "fmod", "gather", "ge",
+    "gelu", "greater", "greater_equal", "gt", "hstack", "index_add", "index_select", "isfinite", "isinf", "isnan",
+    "le", "lerp", "less", "less_equal", "log", "log10", "log1p", "log2", "log_softmax", "logical_and",
+    "logical_not", "logical_or", "logical_xor", "logsumexp", "lt", "masked_fill", "masked_select", "matmul", "max",
+    "maximum", "mean", "min", "minimum", "mm", "moveaxis", "movedim", "mul", "multiply", "mv", "nan_to_num",
+    "narrow", "ne", "neg", "negative", "nonzero", "norm", "not_equal", "one_hot", "outer", "pad", "permute", "pow",
+    "prod", "reciprocal", "relu", "remainder", "repeat", "repeat_interleave", "reshape", "reshape_as",
+    "result_type", "roll", "round", "rsqrt", "scatter", "scatter_add", "scatter_reduce", "sigmoid", "sign", "silu",
+    "sin", "sinh", "softmax", "softplus", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean",
+    "sub", "subtract", "sum", "swapaxes", "swapdims", "t", "take_along_dim", "tan", "tanh", "tensor_split", "tile",
+    "topk", "transpose", "tril", "triu", "true_divide", "trunc", "unbind", "unflatten", "unsqueeze", "var",
+    "var_mean", "view", "view_as", "vstack", "where", "zero_",
 ]
 
 _SCALARS = (builtins.int, builtins.float, builtins.bool)
@@ -86,6 +86,48 @@ def _t(x):
     from ._creation import as_tensor
 
     return as_tensor(x)
+
+
+# ---------------------------------------------------------------- type promotion
+def _promotion_item(x):
+    if isinstance(x, Tensor):
+        return (x.dtype, x.ndim)
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, (builtins.bool, builtins.int, builtins.float)):
+        return builtins.bool if isinstance(x, builtins.bool) else builtins.int if isinstance(
+            x, builtins.int) else builtins.float
+    raise DTypeError(f"result_type expects Tensors or Python numbers, got {type(x).__name__}")
+
+
+def result_type(tensor, other) -> D.DType:
+    """The dtype torch's promotion gives an arithmetic op on ``tensor`` and ``other`` (``torch.result_type``).
+
+    Dimensioned tensors outrank 0-d tensors, which outrank Python scalars, within the same category
+    (bool < integer < floating); a higher category always wins.
+
+    Args:
+        tensor: a Tensor or Python number.
+        other: a Tensor or Python number.
+    Returns:
+        A lazyflow dtype.
+    Raises:
+        DTypeError: an operand that is neither.
+    >>> lf.result_type(lf.tensor([1, 2], dtype=lf.int8), 2.5)
+    lazyflow.float32
+    """
+    return D.result_type(_promotion_item(tensor), _promotion_item(other))
+
+
+def can_cast(from_: D.DType, to: D.DType) -> bool:
+    """Whether torch allows an in-place result of dtype ``from_`` to be stored into a ``to`` tensor
+    (``torch.can_cast``): never floating into integer/bool, nor integer into bool."""
+    from_, to = D.to_dtype(from_), D.to_dtype(to)
+    if from_.is_floating_point:
+        return to.is_floating_point
+    if from_ is not D.bool_:
+        return to is not D.bool_
+    return True
 
 
 # ---------------------------------------------------------------- elementwise
