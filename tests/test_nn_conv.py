@@ -83,10 +83,11 @@ def test_conv_lowerings_match_lax_forward_and_vjp(case):
 
 @pytest.mark.parametrize("xs,ws,stride,pad,want", [
     ((8, 512, 2, 2), (512, 512, 3, 3), (1, 1), ((1, 1), (1, 1)), "im2col"),  # small spatial, many channels
-    ((2, 256, 14, 14), (256, 256, 3, 3), (1, 1), ((1, 1), (1, 1)), "im2col"),
+    ((2, 512, 7, 7), (512, 512, 3, 3), (1, 1), ((1, 1), (1, 1)), "im2col"),
+    ((2, 256, 14, 14), (256, 256, 3, 3), (1, 1), ((1, 1), (1, 1)), "xla"),
     ((2, 256, 56, 56), (64, 256, 1, 1), (1, 1), ((0, 0), (0, 0)), "im2col"),  # every 1x1 is one dot
     ((32, 32, 32, 32), (64, 32, 3, 3), (1, 1), ((1, 1), (1, 1)), "xla"),  # large activation
-    ((2, 3, 224, 224), (64, 3, 7, 7), (2, 2), ((3, 3), (3, 3)), "xla_nhwc"),  # RGB stem
+    ((2, 3, 224, 224), (64, 3, 7, 7), (2, 2), ((3, 3), (3, 3)), "xla"),  # RGB stem
     ((2, 8, 4, 4), (8, 2, 3, 3), (1, 1), ((1, 1), (1, 1)), "xla"),  # grouped
 ])
 def test_conv_lowering_choice(xs, ws, stride, pad, want):

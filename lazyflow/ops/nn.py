@@ -95,12 +95,20 @@ CONV_LOWERING = "auto"
 
 
 def conv_lowering(x_shape, w_shape, stride, padding, dilation, groups) -> str:
-    """The lowering ``conv`` uses for these shapes (measured in benchmarks/bench_conv.py, 2-core CPU).
+    """The lowering ``conv`` uses for these shapes (measured with benchmarks/bench_conv.py on 2 CPU cores).
 
-    im2col + one dot wins wherever the output is spatially small (ResNet's 14x14 and below: 1.1x at 14x14
-    256ch, 2x at 4x4, 70x at 2x2 512ch) and for every 1x1 convolution (a dot with no patch copy); XLA's
-    own convolution wins on large activations with few channels, where the patch matrix is a 9x copy of
-    a big tensor; channels-last XLA wins for the few-input-channel stem (7x7 on RGB).
+    * every ungrouped 1x1 convolution: ``im2col`` -- a (strided) view of the input is the patch matrix, so it
+      is one dot (ResNet-50's 1x1 256->64 at 56x56: 15 ms forward+backward against XLA's 27 ms);
+    * ungrouped convolutions with at most 64 output positions: ``im2col`` -- XLA's CPU convolution is
+      single-threaded and collapses on small spatial size with many channels (3x3 512->512 at 2x2, batch 8:
+      7 ms against 850 ms; at 7x7, batch 2: 40 against 79 ms). From 8x8 to 16x16 the two tie, and on large
+      activations building the 9x patch matrix costs more than XLA's convolution (64 channels at 56x56:
+      92 against 15 ms), so everything else stays on ``xla``.
+    * ``xla_nhwc`` (channels-last inside) is kept as a tested alternative but never chosen: inside whole
+      compiled networks the layout transposes cost more than they save (small CNN 185 vs 220 ms,
+      ResNet-18 batch 8 at 64x64 253 vs 294 ms, with it used for the 3-channel stem).
+    Whole compiled ResNet-18 forward+backward: batch 8 at 64x64 3370 ms with ``xla`` everywhere, 300 ms with
+    this choice; batch 2 at 224x224 1190 ms against 615-830 ms (the machine was shared: +-15% noise).
     """
     kernel = w_shape[2:]
     out = [conv_out_size(x_shape[2 + i], kernel[i], stride[i], *padding[i], dilation[i])
@@ -109,10 +117,8 @@ def conv_lowering(x_shape, w_shape, stride, padding, dilation, groups) -> str:
         return "xla"
     if all(k == 1 for k in kernel) and all(p == (0, 0) for p in padding):
         return "im2col"
-    if math.prod(out) <= 256:
+    if math.prod(out) <= 64:
         return "im2col"
-    if x_shape[1] <= 4:
-        return "xla_nhwc"
     return "xla"
 
 

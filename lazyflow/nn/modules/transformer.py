@@ -207,14 +207,19 @@ class TransformerEncoderLayer(Module):
                 raise TypeError(f"{self._get_name()}: expected a lazyflow Tensor, got {type(src).__name__}")
             e = self.self_attn.embed_dim
             raise layer_shape_error(self, f"(N, S, {e})" if self.self_attn.batch_first else f"(S, N, {e})", src)
-        x = src
+        # residuals, norms and the feed-forward block run on 2-D (tokens, d_model) activations: XLA:CPU's
+        # backward of 3-D matmuls/reductions adds transposes (torch's math is unchanged by the reshape)
+        shape = src.shape
+        x = src.reshape(-1, shape[-1]) if src.ndim == 3 else src
         if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            x = x + self._sa_block(self.norm1(x).reshape(shape), src_mask, src_key_padding_mask,
+                                   is_causal).reshape(x.shape)
             x = x + self._ff_block(self.norm2(x))
         else:
-            x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+            x = self.norm1(x + self._sa_block(x.reshape(shape), src_mask, src_key_padding_mask,
+                                              is_causal).reshape(x.shape))
             x = self.norm2(x + self._ff_block(x))
-        return x
+        return x.reshape(shape)
 
     def _sa_block(self, x: Tensor, attn_mask, key_padding_mask, is_causal: bool) -> Tensor:
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
