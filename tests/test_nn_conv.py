@@ -355,3 +355,20 @@ def test_functional_bad_arguments():
         F.conv_transpose2d(x, lf.zeros(3, 2, 3, 3), stride=1, output_padding=1)
     with pytest.raises(ValueError, match="divisible"):
         lf.nn.Conv2d(3, 4, 3, groups=2)
+
+
+@pytest.mark.parametrize("case", [r for r in LAYERS if r[0] in ("conv2d_groups", "convT2d", "cnn")],
+                         ids=lambda r: r[0])
+def test_state_dict_round_trip_and_deepcopy(case):
+    import copy
+
+    _, ctor, xs = case
+    lm, tm = _pair_module(ctor)
+    x = lf.tensor(np.random.default_rng(5).standard_normal(xs).astype(np.float32))
+    want = lm(x).numpy()
+    clone = copy.deepcopy(lm)
+    assert all(a is not b for a, b in zip(clone.parameters(), lm.parameters()))
+    np.testing.assert_array_equal(clone(x).numpy(), want)
+    tm2 = ctor(torch.nn)  # lazyflow's state_dict loads into torch and gives torch's numbers
+    tm2.load_state_dict({k: torch.tensor(v.numpy()) for k, v in lm.state_dict().items()})
+    _close(want, tm2(torch.tensor(x.numpy())).detach().numpy())

@@ -223,3 +223,20 @@ def test_batchnorm_closed_form_vjp_matches_autodiff_of_plain_jax(affine):
             assert g is None, name
         else:
             _close(g, r, name)
+
+
+def test_batchnorm_state_dict_round_trip_and_deepcopy():
+    import copy
+
+    lm, tm = _pair_module(lambda m: m.BatchNorm2d(3, momentum=None))
+    for seed in (1, 2):
+        xl, xt = _pair((2, 3, 4, 4), seed)
+        lm(xl)
+        tm(xt)
+    clone = copy.deepcopy(lm)
+    assert clone.running_mean is not lm.running_mean
+    _check_buffers(clone, tm)
+    tm2 = torch.nn.BatchNorm2d(3, momentum=None)
+    tm2.load_state_dict({k: torch.tensor(v.numpy()) for k, v in lm.state_dict().items()})
+    assert int(tm2.num_batches_tracked) == 2 and tm2.num_batches_tracked.dtype == torch.int64
+    _check_buffers(lm, tm2)
