@@ -473,6 +473,11 @@ def _parse_index(t, idx, for_set):
         idx = (idx,)
     items = []
     for it in idx:
+        if isinstance(it, (list, np.ndarray)) and np.asarray(it).dtype.kind in "biu":
+            # constant indices: kept as numpy, so they are checked (and masks resolved) even in graph mode
+            arr = np.asarray(it)
+            items.append(("m" if arr.dtype == np.bool_ else "a", arr))
+            continue
         if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor) and it.ndim > 0) or (
                 isinstance(it, Tensor) and it.dtype is D.bool_):
             from ._creation import as_tensor
@@ -481,8 +486,7 @@ def _parse_index(t, idx, for_set):
             if it.dtype is D.bool_:
                 # a boolean mask covers it.ndim dims; becomes integer indices (data-dependent: eager only)
                 _concrete(it, "boolean-mask indexing")
-                nz = np.nonzero(np.asarray(it._value))
-                items.extend(("t", _make(jax.numpy.asarray(z))) for z in nz)
+                items.append(("m", np.asarray(it._value)))
                 continue
             if it.dtype.is_floating_point:
                 raise IndexError(f"tensors used as indices must be integer or bool, got {it.dtype}")
@@ -498,7 +502,8 @@ def _parse_index(t, idx, for_set):
         else:
             raise IndexError(f"unsupported index {it!r} of type {type(it).__name__}: use ints, slices, None, "
                              "..., bool masks or integer tensors/lists")
-    n_consuming = builtins.sum(1 for k, it in items if not (k == "x" and (it is None or it is Ellipsis)))
+    n_consuming = builtins.sum(it.ndim if k == "m" else 1 for k, it in items
+                               if not (k == "x" and (it is None or it is Ellipsis)))
     n_ell = builtins.sum(1 for k, it in items if k == "x" and it is Ellipsis)
     if n_ell > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
@@ -517,6 +522,15 @@ def _parse_index(t, idx, for_set):
         if k == "x" and it is None:
             spec.append(("n",))
             continue
+        if k == "m":
+            if tuple(shape[axis:axis + it.ndim]) != it.shape:
+                raise IndexOutOfRangeError(f"the shape of the mask {list(it.shape)} at index {axis} does not match "
+                                           f"the shape of the indexed tensor {list(shape)} at index {axis}")
+            for z in np.nonzero(it):
+                spec.append(("t",))
+                dyn.append(_make(jax.numpy.asarray(z)))
+            axis += it.ndim
+            continue
         size = shape[axis]
         if k == "int":
             if not -size <= it < size:
@@ -529,9 +543,10 @@ def _parse_index(t, idx, for_set):
             else:
                 spec.append(("s", it, it + 1, 1))
                 spec.append(("sq", axis))
-        elif k == "t":
+        elif k in ("t", "a"):
+            _check_index_values(it if k == "a" else it._value, size, axis)
             spec.append(("t",))
-            dyn.append(it)
+            dyn.append(_make(jax.numpy.asarray(it)) if k == "a" else it)
         else:
             a, b, st = it.indices(size)
             if st == 1 and dynamic_ok:
@@ -547,6 +562,17 @@ def _parse_index(t, idx, for_set):
     # ("sq", axis) marks a static int index: slice it then squeeze; rewritten as a static int position
     spec = _fold_squeeze(spec)
     return tuple(spec), tuple(dyn)
+
+
+def _check_index_values(a, size, axis):
+    """Eager bounds check of integer index arrays (XLA would clamp out-of-range indices silently)."""
+    if isinstance(a, _Tracer) or not np.size(a):
+        return
+    a = np.asarray(a)
+    lo, hi = builtins.int(a.min()), builtins.int(a.max())
+    if lo < -size or hi >= size:
+        raise IndexOutOfRangeError(f"index {hi if hi >= size else lo} is out of bounds for dimension {axis} "
+                                   f"with size {size}")
 
 
 def _fold_squeeze(spec):
