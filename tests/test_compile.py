@@ -288,12 +288,13 @@ def test_an_op_backward_rule_applies_in_eager_and_in_the_compiled_vjp():
     from lazyflow.ops.table import REGISTRY, op
 
     name = "test_rule_scaled_identity"
-    if name not in REGISTRY:
-        op(name, bwd=lambda xs, out, ct: (ct * 3.0,))(lambda x: x * 1.0)
-    o = REGISTRY[name]
-    x = lf.randn(4, requires_grad=True)
-    state.interp.apply(o, (x,), ()).sum().backward()
-    np.testing.assert_allclose(_np(x.grad), np.full(4, 3.0))
-    x.grad = None
-    lf.compile(lambda a: state.interp.apply(o, (a,), ()).sum())(x).backward()
-    np.testing.assert_allclose(_np(x.grad), np.full(4, 3.0))
+    o = op(name, bwd=lambda xs, out, ct: (ct * 3.0,))(lambda x: x * 1.0)
+    try:
+        x = lf.randn(4, requires_grad=True)
+        state.interp.apply(o, (x,), ()).sum().backward()
+        np.testing.assert_allclose(_np(x.grad), np.full(4, 3.0))
+        x.grad = None
+        lf.compile(lambda a: state.interp.apply(o, (a,), ()).sum())(x).backward()
+        np.testing.assert_allclose(_np(x.grad), np.full(4, 3.0))
+    finally:
+        del REGISTRY[name]  # a test-only op must not outlive the test (the op table meta-test checks records)
