@@ -107,8 +107,9 @@ def conv_lowering(x_shape, w_shape, stride, padding, dilation, groups) -> str:
     * ``xla_nhwc`` (channels-last inside) is kept as a tested alternative but never chosen: inside whole
       compiled networks the layout transposes cost more than they save (small CNN 185 vs 220 ms,
       ResNet-18 batch 8 at 64x64 253 vs 294 ms, with it used for the 3-channel stem).
-    Whole compiled ResNet-18 forward+backward: batch 8 at 64x64 3370 ms with ``xla`` everywhere, 300 ms with
-    this choice; batch 2 at 224x224 1190 ms against 615-830 ms (the machine was shared: +-15% noise).
+    Whole compiled ResNet-18 forward+backward (best of interleaved repeats): batch 8 at 64x64 990 ms with
+    ``xla`` everywhere, 90 ms with this choice (torch eager 156 ms in the same run); batch 2 at 224x224
+    426 ms with ``xla``, 357 ms with this choice (the machine was shared; torch varied 137-1020 ms).
     """
     kernel = w_shape[2:]
     out = [conv_out_size(x_shape[2 + i], kernel[i], stride[i], *padding[i], dilation[i])
