@@ -70,7 +70,8 @@ def record(entry, args, res, multi):
         check = [e and n_edges > 1 for e in edge]
     else:
         check = [False] * len(edge)
-    node = Node(entry, inputs, tuple(a._version if c else None for a, c in zip(args, check)), len(outs))
+    node = Node(entry, inputs, tuple(a._version if c else None for a, c in zip(args, check)), len(outs),
+                tuple(i for i, e in enumerate(edge) if e))
     for i, t in enumerate(outs):
         if t._meta[1].is_floating_point:
             t._rg = True
@@ -88,23 +89,27 @@ class OpRecord:
         self.op, self.statics, self.descs = op, statics, descs
         self.diff = diff_positions(descs)
         self.name = op.name
-        self._bwd = None
-        self._bwd_op = None
+        self._bwd = {}  # per set of differentiated operands (only those that require grad get a gradient)
+        self._bwd_op = {}
 
-    def _make_bwd(self):
-        return backward_fn(self.op, self.statics, self.descs, self.diff)
+    def _make_bwd(self, diff):
+        return backward_fn(self.op, self.statics, self.descs, diff)
 
-    def bwd_call(self, vals, gs):
-        if self._bwd is None:
-            self._bwd = self._make_bwd()
-        return self._bwd(*vals, *gs)
+    def bwd_call(self, vals, gs, diff=None):
+        diff = self.diff if diff is None else diff
+        fn = self._bwd.get(diff)
+        if fn is None:
+            fn = self._bwd[diff] = self._make_bwd(diff)
+        return fn(*vals, *gs)
 
-    def bwd_op(self) -> OpDef:
+    def bwd_op(self, diff=None) -> OpDef:
         """The backward as an op of its own (applied through the interpreter under ``create_graph=True``)."""
-        if self._bwd_op is None:
-            self._bwd_op = OpDef(f"{self.op.name}_backward", backward_fn(self.op, self.statics, self.descs, self.diff),
-                                 dtypes="none")
-        return self._bwd_op
+        diff = self.diff if diff is None else diff
+        o = self._bwd_op.get(diff)
+        if o is None:
+            o = self._bwd_op[diff] = OpDef(f"{self.op.name}_backward",
+                                           backward_fn(self.op, self.statics, self.descs, diff), dtypes="none")
+        return o
 
 
 def check_inplace(op, target, grad_on):

@@ -21,7 +21,7 @@ def _topo(roots):
         if node.inputs is None:
             continue
         edges = node.edges
-        for pos in node.entry.diff:
+        for pos in node.diff:
             e = edges[pos]
             if e is not None and node.inputs[pos]._rg and id(e[0]) not in seen:
                 stack.append((e[0], False))
@@ -92,15 +92,15 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
                 )
         entry = node.entry
         if create_graph:
-            outs = interp.apply(entry.bwd_op(), tuple(node.inputs) + tuple(
+            outs = interp.apply(entry.bwd_op(node.diff), tuple(node.inputs) + tuple(
                 None if g is None else (g if hasattr(g, "_value") else _make(g, None)) for g in gs), ())
             if not isinstance(outs, tuple):
                 outs = (outs,)
         else:
             vals = [getattr(a, "_value", a) for a in node.inputs]
-            outs = entry.bwd_call(vals, gs)
+            outs = entry.bwd_call(vals, gs, node.diff)
         edges = node.edges
-        for pos, g in zip(entry.diff, outs):
+        for pos, g in zip(node.diff, outs):
             a = node.inputs[pos]
             if a._rg:
                 deliver(a, g, edges[pos])

@@ -15,10 +15,12 @@ class Node:
     must not reroute gradients recorded before it (torch's saved variables keep their grad_fn the same way).
     """
 
-    __slots__ = ("entry", "inputs", "versions", "n_out", "edges", "__weakref__")
+    __slots__ = ("entry", "inputs", "versions", "n_out", "edges", "diff", "__weakref__")
 
-    def __init__(self, entry, inputs, versions, n_out):
+    def __init__(self, entry, inputs, versions, n_out, diff=None):
         self.entry = entry
+        # the operand positions this backward differentiates: those that require grad at record time
+        self.diff = entry.diff if diff is None else diff
         self.inputs = inputs
         self.versions = versions
         self.n_out = n_out

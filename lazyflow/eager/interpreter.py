@@ -55,9 +55,9 @@ class Entry(OpRecord):
         self.outs = outs
         self.multi = multi
 
-    def _make_bwd(self):
+    def _make_bwd(self, diff):
         _stats.backward_compiles += 1
-        return jax.jit(super()._make_bwd())
+        return jax.jit(super()._make_bwd(diff))
 
 
 def _miss(key, op, args, vals, statics, donate):

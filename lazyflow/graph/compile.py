@@ -73,10 +73,10 @@ class _CallEntry:
         self.diff = tuple(range(n))
         self.name = "compiled"
 
-    def bwd_call(self, vals, gs):
+    def bwd_call(self, vals, gs, diff=None):
         return self.variant.bwd(self.vjp_fn, list(gs))
 
-    def bwd_op(self):
+    def bwd_op(self, diff=None):
         raise AutogradError("create_graph=True (double backward) through an lf.compile'd call is not supported; "
                             "differentiate the eager module instead")
 
