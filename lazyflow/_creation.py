@@ -199,19 +199,23 @@ def _like(t, dtype):
 
 
 def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    """Zeros with ``input``'s shape, and its dtype and device unless given."""
     return zeros(input.shape, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad)
 
 
 def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    """Ones with ``input``'s shape, and its dtype and device unless given."""
     return ones(input.shape, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad)
 
 
 def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    """:func:`empty` with ``input``'s shape (zeros: XLA has no uninitialised buffers)."""
     return zeros_like(input, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def full_like(input: Tensor, fill_value, *, dtype=None, device=None,  # noqa: A002
               requires_grad: bool = False) -> Tensor:
+    """``fill_value`` in ``input``'s shape, and its dtype and device unless given."""
     return full(input.shape, fill_value, dtype=_like(input, dtype), device=device or _dev(input),
                 requires_grad=requires_grad)
 
