@@ -28,7 +28,8 @@ INDICES = {
     "two_lists": ([0, 2], [1, 3]), "lists_broadcast": ([[0], [2]], [1, 3]),
     "separated_arrays": ([0, 1], slice(None), [4, 0]), "array_and_int": (1, [0, 2], [1, 3]),
     "mask_full": (X > 30,), "mask_dim0": (np.array([True, False, True]),), "mask_2d": (X[:, :, 0] > 25,),
-    "mask_after_int": (0, X[0, :, 0] > 7), "mask_list": ([True, False, True],), "tensor_mask": (lf.tensor(X[:, :, 0] > 10),),
+    "mask_after_int": (0, X[0, :, 0] > 7), "mask_list": ([True, False, True],),
+    "tensor_mask": (lf.tensor(X[:, :, 0] > 10),),
     "array_none": ([0, 1], None, slice(1, 3)),
 }
 
