@@ -24,6 +24,26 @@ from .conv import layer_shape_error
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "RMSNorm"]
 
 
+
+def _affine_parameters(m, affine: bool, bias: bool, shape, device, dtype) -> None:
+    """``weight`` (and ``bias`` unless ``bias=False``) of ``shape`` when ``affine``, else both None, like torch."""
+    if affine:
+        m.weight = Parameter(empty(shape, device=device, dtype=dtype))
+        if bias:
+            m.bias = Parameter(empty(shape, device=device, dtype=dtype))
+        else:
+            m.register_parameter("bias", None)
+    else:
+        m.register_parameter("weight", None)
+        m.register_parameter("bias", None)
+
+
+def _reset_affine(m) -> None:
+    if m.weight is not None:
+        init.ones_(m.weight)
+    if m.bias is not None:
+        init.zeros_(m.bias)
+
 class _NormBase(Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
                  track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
@@ -177,23 +197,12 @@ class LayerNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, elementwise_affine, bias, self.normalized_shape, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """Weight to ones, bias to zeros."""
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
         _check_trailing(self, input, self.normalized_shape)
@@ -226,23 +235,12 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(empty(num_channels, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(num_channels, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, affine, bias, num_channels, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """Weight to ones, bias to zeros."""
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
         if not isinstance(input, Tensor):
