@@ -243,28 +243,7 @@ class Tensor:
     def __hash__(self) -> int:
         return id(self)
 
-    def __repr__(self) -> str:
-        if isinstance(self._value, _Tracer):
-            return f"tensor(<traced {self.dtype.name} {list(self.shape)}>)"
-        a = np.asarray(self._value)
-        if self.dtype is D.bfloat16:
-            a = a.astype(np.float32)
-        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3,
-                               precision=4, floatmode="maxprec_equal")
-        extras = []
-        if self.dtype not in (D.get_default_dtype(), D.default_int(), D.bool_) or (
-                a.size == 0 and self.dtype is not D.get_default_dtype()):
-            extras.append(f"dtype={self.dtype!r}")
-        dev = self.device
-        if dev.type != "cpu":
-            extras.append(f"device='{dev}'")
-        if self._node is not None:
-            extras.append(f"grad_fn=<{self._node.name()}>")
-        elif self._rg:
-            extras.append("requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
-
-    __str__ = __repr__
+    # __repr__/__str__ (torch-style printing) are attached by lazyflow._methods
 
     def __reduce__(self):
         _concrete(self, "pickle")
