@@ -390,6 +390,10 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
     >>> (lf.ones(2, 3) @ lf.ones(3)).shape
     (2,)
     """
+    if isinstance(input, Tensor) and isinstance(other, Tensor):  # hot path: plain 2-D product, shapes that fit
+        sa, sb = input._meta[0], other._meta[0]
+        if len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0]:
+            return state.interp.apply(_MATMUL, (input, other), ())
     a, b = _t(input), _t(other)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: both arguments need at least 1 dimension, got shapes {list(a.shape)} "
@@ -503,7 +507,13 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor
     >>> lf.tensor([[1, 2], [3, 4]]).sum(1)
     tensor([3, 7])
     """
-    return _apply(R["sum"], (input,), (_dims(dim, input.ndim), builtins.bool(keepdim), _opt_dtype(dtype)))
+    if dim is None and keepdim is False and dtype is None:  # hot path: the full reduction
+        return state.interp.apply(_SUM, (input,), _SUM_ALL)
+    return _apply(_SUM, (input,), (_dims(dim, input.ndim), builtins.bool(keepdim), _opt_dtype(dtype)))
+
+
+_SUM = R["sum"]
+_SUM_ALL = (None, False, None)
 
 
 def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: A002
