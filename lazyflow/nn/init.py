@@ -235,3 +235,12 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
             ranks = _F.argsort(_F.argsort(rand(tensor.shape, generator=generator), dim=0), dim=0)
             _F.copy_(tensor, _F.where(ranks < num_zeros, 0.0, tensor))
     return tensor
+
+
+def _reset_fan_in_(weight: Tensor, bias: Tensor | None) -> None:
+    """torch's default for Linear and Conv layers: weight ~ kaiming_uniform_(a=sqrt(5)), bias ~ U(+-1/sqrt(fan_in))."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        uniform_(bias, -bound, bound)

@@ -23,6 +23,13 @@ def _index(idx: int, size: int, what: str) -> int:
     return idx + size if idx < 0 else idx
 
 
+
+def _renumber(container: Module, items: list) -> None:
+    """Store ``items`` as children "0", "1", ... (torch keeps indices contiguous after deletes and inserts)."""
+    container._modules.clear()
+    for i, m in enumerate(items):
+        container._modules[str(i)] = m
+
 class Sequential(Module):
     """Modules applied one after another: ``Sequential(a, b, c)(x) == c(b(a(x)))``.
 
@@ -58,10 +65,7 @@ class Sequential(Module):
         else:
             delattr(self, keys[_index(idx, len(self), "Sequential")])
         # torch renumbers the remaining modules so that indices stay contiguous
-        items = list(self._modules.values())
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        _renumber(self, list(self._modules.values()))
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -102,9 +106,7 @@ class Sequential(Module):
             index += n
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        _renumber(self, items)
         return self
 
     def pop(self, key: int | slice) -> Module:
@@ -145,10 +147,7 @@ class ModuleList(Module):
                 delattr(self, str(k))
         else:
             delattr(self, str(_index(idx, len(self), "ModuleList")))
-        items = list(self._modules.values())
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        _renumber(self, list(self._modules.values()))
 
     def __len__(self) -> int:
         return len(self._modules)

@@ -63,11 +63,7 @@ class Linear(Module):
 
     def reset_parameters(self) -> None:
         """Re-draw the parameters from the default distributions."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        init._reset_fan_in_(self.weight, self.bias)
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
         if input.ndim == 0 or input.shape[-1] != self.in_features:
