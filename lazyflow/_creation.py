@@ -7,14 +7,15 @@ import math
 import os
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ._core import dtypes as D
 from ._core.context import state
-from ._core.device import to_jax_device
+from ._core.device import Device, default_device
 from ._core.errors import DTypeError, OpError, ShapeError
-from ._tensor import Tensor, _make, _to_device
+from ._core.placement import pid_of
+from ._ingress import array as _owned_array
+from ._tensor import Tensor, _make, _to_device, _Tracer
 from .ops.table import REGISTRY as R
 
 __all__ = [
@@ -52,60 +53,6 @@ def _finish(t: Tensor, device, requires_grad: bool) -> Tensor:
     return t
 
 
-def _infer_dtype(data):
-    """torch.tensor's dtype inference for Python data (numpy scalars and arrays keep their dtype)."""
-    if isinstance(data, (np.generic, np.ndarray)):
-        return None
-    if isinstance(data, builtins.bool):
-        return D.bool_
-    if isinstance(data, builtins.int):
-        return D.default_int()
-    if isinstance(data, builtins.float):
-        return D.get_default_dtype()
-    if isinstance(data, (list, tuple)):
-        kinds = set()
-        stack = [data]
-        while stack:
-            x = stack.pop()
-            if isinstance(x, (list, tuple)):
-                stack.extend(x)
-            elif isinstance(x, Tensor):
-                kinds.add(x.dtype)
-            elif isinstance(x, (np.ndarray, np.generic)):
-                kinds.add(D.to_dtype(x.dtype))
-            elif isinstance(x, builtins.bool):
-                kinds.add(D.bool_)
-            elif isinstance(x, builtins.int):
-                kinds.add(D.default_int())
-            elif isinstance(x, builtins.float):
-                kinds.add(D.get_default_dtype())
-            else:
-                raise DTypeError(f"tensor(): cannot convert an element of type {type(x).__name__} to a number")
-        if not kinds:
-            return D.get_default_dtype()
-        r = None
-        for k in kinds:
-            r = k if r is None else D.promote_types(r, k)
-        return r
-    return None
-
-
-def _to_numpy(data):
-    if isinstance(data, (list, tuple)):
-        parts = [_to_numpy(x) for x in data]
-        shapes = {p.shape for p in parts}
-        if len(shapes) > 1:
-            raise ShapeError(f"tensor(): expected a rectangular nested sequence, got elements of shapes "
-                             f"{sorted(shapes, key=len)} at one level")
-        return np.array(parts) if parts else np.zeros((0,), np.float32)
-    if isinstance(data, Tensor):
-        from ._tensor import _concrete
-
-        _concrete(data, "tensor(<Tensor>) inside a list")
-        return np.asarray(data._value)
-    return np.asarray(data)
-
-
 def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (scalar, nested lists, numpy/jax array or Tensor).
 
@@ -119,29 +66,9 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
         DTypeError: an unsupported dtype, or a 64-bit dtype while x64 is off.
     >>> lf.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     """
-    if isinstance(data, Tensor):
-        d = D.to_dtype(dtype) if dtype is not None else data.dtype
-        t = _make(jnp.array(data._value, dtype=d.to_jax(), copy=True))
-        return _finish(t, device, requires_grad)
-    if isinstance(data, jax.Array):
-        d = D.to_dtype(dtype) if dtype is not None else D.from_jax_dtype(data.dtype)
-        return _finish(_make(jnp.array(data, dtype=d.to_jax(), copy=True)), device, requires_grad)
-    if dtype is not None:
-        d = D.to_dtype(dtype)
-    else:
-        d = _infer_dtype(data)
-        if d is None:
-            arr = np.asarray(data)
-            if arr.dtype == object or arr.dtype.kind in "USV":
-                raise DTypeError(f"tensor(): cannot convert {type(data).__name__} to a tensor")
-            d = D.to_dtype(arr.dtype)
-    arr = _to_numpy(data)
-    if arr.dtype == object or arr.dtype.kind in "USV":
-        raise DTypeError(f"tensor(): cannot convert {type(data).__name__} (non-numeric) to a tensor")
-    jd = d.to_jax()
-    # always a private copy: JAX may alias a suitably aligned numpy buffer, which the caller can still mutate
-    t = _make(jax.device_put(np.array(arr, dtype=jd, copy=True), to_jax_device(device) if device is not None else None))
-    return _finish(t, None, requires_grad)
+    if isinstance(data, (Tensor, jax.Array)):
+        return _finish(_make(_owned_array(data, dtype)), device, requires_grad)
+    return _finish(_make(_owned_array(data, dtype, device)), None, requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -229,8 +156,6 @@ _DEFAULT_PID = []
 
 def _default_pid():
     if not _DEFAULT_PID:
-        from ._core.placement import pid_of
-
         _DEFAULT_PID.append(pid_of(jax.device_put(np.zeros(()))))
     return _DEFAULT_PID[0]
 
@@ -286,8 +211,6 @@ class Generator:
     """
 
     def __init__(self, device=None):
-        from ._core.device import Device
-
         self._device = None if device is None else Device(device)
         self._seed = 67280421310721
         self._offset = 0
@@ -297,8 +220,6 @@ class Generator:
         """The generator's device (resolved on first use: importing lazyflow must not start JAX's backend,
         so that ``lf.distributed.init_process_group()`` can still run after ``import lazyflow``)."""
         if self._device is None:
-            from ._core.device import default_device
-
             self._device = default_device()
         return self._device
 
@@ -545,8 +466,6 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,  
     if not replacement and num_samples > input.shape[-1]:
         raise OpError(f"multinomial: cannot sample {num_samples} > {input.shape[-1]} categories "
                       "without replacement")
-    from ._tensor import _Tracer
-
     if not isinstance(input._value, _Tracer):
         w = np.asarray(input._value, np.float64)
         if not np.all(np.isfinite(w)) or np.any(w < 0) or np.any(w.sum(-1) <= 0):

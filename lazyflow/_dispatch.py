@@ -8,6 +8,7 @@ import builtins
 import numpy as np
 
 from ._core.errors import AutogradError, DTypeError, OpError, ShapeError
+from ._ingress import array as owned_array
 from ._tensor import Tensor, _make
 from .autograd.node import Node
 from .ops.table import OpDef, backward_fn, diff_positions
@@ -19,9 +20,7 @@ def convert(a):
     """Non-tensor, non-scalar operands: numpy/jax arrays, lists, numpy scalars."""
     if isinstance(a, np.generic):
         return a.item()
-    from ._creation import as_tensor
-
-    return as_tensor(a)
+    return _make(owned_array(a, copy=False))
 
 
 def convert_all(args):

@@ -1,5 +1,6 @@
-"""Attach the functional ops to Tensor as methods and operators (each op is written once, as a function),
-and print tensors the way torch does."""
+"""Attach the functional ops to Tensor as methods and operators (each op is written once, as a function), plus
+the Tensor methods that need the layers above ``_tensor.py`` (construction from data, ``backward``, indexing), and
+print tensors the way torch does. The top of the Tensor layer: nothing below imports it."""
 
 from __future__ import annotations
 
@@ -12,36 +13,22 @@ from . import _creation as C
 from . import _functional as F
 from ._core import dtypes as D
 from ._core.context import state
+from ._functional.elementwise import _UNARY
+from ._functional.inplace import _ip
+from ._indexing import getitem, setitem
 from ._tensor import Tensor, _Tracer
+from .autograd.function import backward as _autograd_backward
 from .ops.table import REGISTRY as R
 
-_METHODS = [
-    *F._UNARY, "round", "gelu", "softplus", "leaky_relu", "elu", "hardtanh", "nan_to_num", "add", "sub",
-    "mul", "div", "floor_divide", "remainder", "fmod", "pow", "atan2", "maximum", "minimum", "fmax", "fmin",
-    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "clamp", "clip", "lerp", "addcmul", "addcdiv",
-    "matmul", "mm", "bmm", "mv", "dot", "outer", "sum", "prod", "mean", "amax", "amin", "max", "min", "argmax",
-    "argmin", "var", "std", "logsumexp", "norm", "all", "any", "cumsum", "cumprod", "softmax", "log_softmax",
-    "clone", "reshape", "view", "view_as", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze",
-    "permute", "transpose", "t", "movedim", "moveaxis", "expand", "expand_as", "broadcast_to", "repeat", "tile",
-    "repeat_interleave", "split", "chunk", "tensor_split", "narrow", "unbind", "flip", "fliplr", "flipud",
-    "roll", "gather", "take_along_dim", "scatter", "scatter_add", "scatter_reduce", "index_select",
-    "index_add", "masked_fill", "masked_select", "nonzero", "argwhere", "sort", "argsort", "topk", "tril",
-    "triu", "diagonal", "add_", "sub_", "mul_", "div_", "zero_", "fill_", "copy_", "clamp_", "clip_",
-    "masked_fill_", "index_add_", "scatter_", "scatter_add_", "uniform_", "normal_", "bernoulli_",
-    "exponential_", "subtract", "multiply", "divide", "true_divide", "negative", "absolute", "swapaxes",
-    "swapdims", "greater", "less", "greater_equal", "less_equal", "not_equal", "arcsin", "arccos", "arctan",
-    "fix", "var_mean", "std_mean",
-]
-for _n in _METHODS:
-    setattr(Tensor, _n, getattr(F, _n))
+for _n, _f in F.METHODS.items():
+    setattr(Tensor, _n, _f)
 
 # in-place forms of elementwise ops (relu_, exp_, ...), one generic wrapper per op
-for _n in [*(n for n in F._UNARY if n not in ("isnan", "isinf", "isfinite", "logsigmoid")), "pow",
+for _n in [*(n for n in _UNARY if n not in ("isnan", "isinf", "isfinite", "logsigmoid")), "pow",
            "remainder", "floor_divide", "fmod", "atan2", "lerp", "eq", "ne", "lt", "le", "gt", "ge",
            "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
            "bitwise_left_shift", "bitwise_right_shift"]:
-    setattr(Tensor, _n + "_", F._ip(_n))
+    setattr(Tensor, _n + "_", _ip(_n))
 Tensor.arcsin_, Tensor.arccos_, Tensor.arctan_, Tensor.negative_, Tensor.absolute_, Tensor.fix_ = (
     Tensor.asin_, Tensor.acos_, Tensor.atan_, Tensor.neg_, Tensor.abs_, Tensor.trunc_)
 Tensor.multiply_, Tensor.divide_, Tensor.true_divide_, Tensor.subtract_ = (
@@ -100,6 +87,24 @@ def _new_tensor(self: Tensor, data, *, dtype=None, device=None, requires_grad: b
                     requires_grad=requires_grad)
 
 
+def _tensor_new(cls, *args, **kwargs):
+    """``lf.Tensor(data)`` builds a tensor like ``lf.tensor(data)``; ``Tensor.__new__(cls)`` with no arguments is the
+    bare object that subclasses fill in."""
+    if cls is Tensor and (args or kwargs):
+        return C.tensor(*args, **kwargs)
+    return object.__new__(cls)
+
+
+def _backward(self: Tensor, gradient=None, retain_graph: bool | None = None, create_graph: bool = False,
+              inputs=None) -> None:
+    """Accumulate gradients of this tensor into the ``.grad`` of the leaves it depends on."""
+    _autograd_backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+
+Tensor.__new__ = staticmethod(_tensor_new)
+Tensor.backward = _backward
+Tensor.__getitem__ = getitem
+Tensor.__setitem__ = setitem
 Tensor.addcmul_ = _addcmul_
 Tensor.addcdiv_ = _addcdiv_
 Tensor.round_ = _round_

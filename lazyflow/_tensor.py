@@ -11,16 +11,16 @@ their source for writes: an in-place update of one is never seen through another
 from __future__ import annotations
 
 import builtins
-import operator
 
 import jax
 import numpy as np
 
 from ._core import dtypes as D
 from ._core.context import state
-from ._core.device import Device, from_jax_device, to_jax_device
-from ._core.errors import AutogradError, DTypeError, GraphError, IndexOutOfRangeError, user_frame
+from ._core.device import Device, default_device, from_jax_device, to_jax_device
+from ._core.errors import AutogradError, DTypeError, GraphError, IndexOutOfRangeError, ShapeError, user_frame
 from ._core.placement import pid_of, sharding_of
+from .ops.table import REGISTRY as _R
 
 __all__ = ["Tensor", "from_jax"]
 
@@ -65,13 +65,6 @@ class Tensor:
 
     __slots__ = ("_value", "_meta", "_rg", "grad", "_node", "_oidx", "_version", "_retain", "__weakref__")
     __array_priority__ = 1000
-
-    def __new__(cls, *args, **kwargs):
-        if cls is Tensor and args:
-            from ._creation import tensor
-
-            return tensor(*args, **kwargs)
-        return _new(cls)
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -119,8 +112,6 @@ class Tensor:
     def device(self) -> Device:
         s = sharding_of(self._meta[2])
         if s is None:
-            from ._core.device import default_device
-
             return default_device()
         return from_jax_device(min(s.device_set, key=lambda d: d.id))
 
@@ -174,13 +165,6 @@ class Tensor:
         self._node = None
         self._rg = False
         return self
-
-    def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False,
-                 inputs=None) -> None:
-        """Accumulate gradients of this tensor into the ``.grad`` of the leaves it depends on."""
-        from .autograd.function import backward
-
-        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
     def register_hook(self, hook):
         raise AutogradError("Tensor.register_hook is not supported by lazyflow's tape yet")
@@ -281,9 +265,8 @@ class Tensor:
         if dtype is not None:
             dtype = D.to_dtype(dtype)
             if dtype is not t.dtype:
-                from . import _functional as F
-
-                t = F.cast(t, dtype)
+                dtype.to_jax()  # a named error for a 64-bit dtype while x64 is off
+                t = state.interp.apply(_R["cast"], (t,), (dtype,))
         return t
 
     def cpu(self) -> Tensor:
@@ -354,14 +337,6 @@ class Tensor:
     def mT(self) -> Tensor:
         return self.transpose(-2, -1)
 
-    # ------------------------------------------------------------------ indexing
-    def __getitem__(self, idx) -> Tensor:
-        spec, dyn = _parse_index(self, idx, False)
-        return state.interp.apply(_GETITEM, (self, *dyn), (spec,))
-
-    def __setitem__(self, idx, value) -> None:
-        spec, dyn = _parse_index(self, idx, True)
-        state.interp.apply_inplace(_SETITEM, self, (self, *dyn, value), (spec,))
 
 
 _DTYPE_NAMES = {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
@@ -384,8 +359,6 @@ def _concrete(t, what):
 
 
 def _check_divisible(t, sharding) -> None:
-    from ._core.errors import ShapeError
-
     spec, mesh = getattr(sharding, "spec", None), getattr(sharding, "mesh", None)
     if spec is None or mesh is None:
         return
@@ -413,11 +386,13 @@ def _to_device(t, device):
             return t
         if t._meta[2] and sharding_of(t._meta[2]).device_set == {target}:
             return t
-    out = _make(jax.device_put(t._value, target))
-    if t._rg:
-        from . import _functional as F
-
-        return F._device_copy(t, out)
+    moved = jax.device_put(t._value, target)
+    if not t._rg:
+        return _make(moved)
+    # connect the moved value to t's graph: a copy node (gradient: the identity) carrying the moved value
+    out = state.interp.apply(_R["copy"], (t,), ())
+    out._value = moved
+    out._meta = _meta_of(moved)
     return out
 
 
@@ -428,138 +403,3 @@ def _dim(d, ndim) -> int:
         raise IndexOutOfRangeError(
             f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
     return d + n if d < 0 else d
-
-
-from .ops.table import REGISTRY as _R  # noqa: E402
-
-_GETITEM = _R["getitem"]
-_SETITEM = _R["setitem"]
-
-_INT_TYPES = (builtins.int, np.integer)
-
-
-def _parse_index(t, idx, for_set):
-    """Turn a Python index into ``(spec, dynamic operands)``; see ``lazyflow.ops.indexing``."""
-    shape = t._meta[0]
-    if type(idx) is builtins.int:  # fast path: v[i]
-        if not shape:
-            raise IndexOutOfRangeError("invalid index of a 0-dim tensor")
-        n = shape[0]
-        if not -n <= idx < n:
-            raise IndexOutOfRangeError(f"index {idx} is out of bounds for dimension 0 with size {n}")
-        return (("i",),), (idx + n if idx < 0 else idx,)
-    if not isinstance(idx, tuple):
-        idx = (idx,)
-    items = []
-    for it in idx:
-        if isinstance(it, (list, np.ndarray)) and np.asarray(it).dtype.kind in "biu":
-            # constant indices: kept as numpy, so they are checked (and masks resolved) even in graph mode
-            arr = np.asarray(it)
-            items.append(("m" if arr.dtype == np.bool_ else "a", arr))
-            continue
-        if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor) and it.ndim > 0) or (
-                isinstance(it, Tensor) and it.dtype is D.bool_):
-            from ._creation import as_tensor
-
-            it = as_tensor(it) if not isinstance(it, Tensor) else it
-            if it.dtype is D.bool_:
-                # a boolean mask covers it.ndim dims; becomes integer indices (data-dependent: eager only)
-                _concrete(it, "boolean-mask indexing")
-                items.append(("m", np.asarray(it._value)))
-                continue
-            if it.dtype.is_floating_point:
-                raise IndexError(f"tensors used as indices must be integer or bool, got {it.dtype}")
-            items.append(("t", it))
-        elif isinstance(it, Tensor):
-            if it.dtype.is_floating_point:
-                raise IndexError(f"tensors used as indices must be integer or bool, got {it.dtype}")
-            items.append(("t", it) if isinstance(it._value, _Tracer) else ("int", builtins.int(it.item())))
-        elif isinstance(it, _INT_TYPES) and not isinstance(it, builtins.bool):
-            items.append(("int", operator.index(it)))
-        elif it is None or isinstance(it, (slice, type(Ellipsis))):
-            items.append(("x", it))
-        else:
-            raise IndexError(f"unsupported index {it!r} of type {type(it).__name__}: use ints, slices, None, "
-                             "..., bool masks or integer tensors/lists")
-    n_consuming = builtins.sum(it.ndim if k == "m" else 1 for k, it in items
-                               if not (k == "x" and (it is None or it is Ellipsis)))
-    n_ell = builtins.sum(1 for k, it in items if k == "x" and it is Ellipsis)
-    if n_ell > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if n_consuming > len(shape):
-        raise IndexOutOfRangeError(f"too many indices for tensor of dimension {len(shape)} "
-                                   f"(got {n_consuming} indices for shape {shape})")
-    dynamic_ok = all(k == "int" or (k == "x" and (it is None or it is Ellipsis or it.step in (None, 1)))
-                     for k, it in items)
-    spec, dyn, axis = [], [], 0
-    for k, it in items:
-        if k == "x" and it is Ellipsis:
-            for _ in range(len(shape) - n_consuming):
-                spec.append(("s", 0, shape[axis], 1))
-                axis += 1
-            continue
-        if k == "x" and it is None:
-            spec.append(("n",))
-            continue
-        if k == "m":
-            if tuple(shape[axis:axis + it.ndim]) != it.shape:
-                raise IndexOutOfRangeError(f"the shape of the mask {list(it.shape)} at index {axis} does not match "
-                                           f"the shape of the indexed tensor {list(shape)} at index {axis}")
-            for z in np.nonzero(it):
-                spec.append(("t",))
-                dyn.append(_make(jax.numpy.asarray(z)))
-            axis += it.ndim
-            continue
-        size = shape[axis]
-        if k == "int":
-            if not -size <= it < size:
-                raise IndexOutOfRangeError(
-                    f"index {it} is out of bounds for dimension {axis} with size {size}")
-            it = it + size if it < 0 else it
-            if dynamic_ok:
-                spec.append(("i",))
-                dyn.append(it)
-            else:
-                spec.append(("s", it, it + 1, 1))
-                spec.append(("sq", axis))
-        elif k in ("t", "a"):
-            _check_index_values(it if k == "a" else it._value, size, axis)
-            spec.append(("t",))
-            dyn.append(_make(jax.numpy.asarray(it)) if k == "a" else it)
-        else:
-            a, b, st = it.indices(size)
-            if st == 1 and dynamic_ok:
-                length = max(0, b - a)
-                if length == size:
-                    spec.append(("s", 0, size, 1))
-                else:
-                    spec.append(("ds", length))
-                    dyn.append(a)
-            else:
-                spec.append(("s", a, b, st))
-        axis += 1
-    # ("sq", axis) marks a static int index: slice it then squeeze; rewritten as a static int position
-    spec = _fold_squeeze(spec)
-    return tuple(spec), tuple(dyn)
-
-
-def _check_index_values(a, size, axis):
-    """Eager bounds check of integer index arrays (XLA would clamp out-of-range indices silently)."""
-    if isinstance(a, _Tracer) or not np.size(a):
-        return
-    a = np.asarray(a)
-    lo, hi = builtins.int(a.min()), builtins.int(a.max())
-    if lo < -size or hi >= size:
-        raise IndexOutOfRangeError(f"index {hi if hi >= size else lo} is out of bounds for dimension {axis} "
-                                   f"with size {size}")
-
-
-def _fold_squeeze(spec):
-    out = []
-    for item in spec:
-        if item[0] == "sq":
-            a = out.pop()
-            out.append(("si", a[1]))
-        else:
-            out.append(item)
-    return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .._core.context import state
 from .._core.errors import AutogradError
+from .._tensor import _make
 
 
 def _topo(roots):
@@ -37,8 +38,6 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
             are filled with the gradient flowing into each listed tensor (``lf.autograd.grad``), leaving
             every ``.grad`` untouched.
     """
-    from .._tensor import _make
-
     interp = state.interp
     acc = interp.accumulate
     pending: dict[int, list] = {}

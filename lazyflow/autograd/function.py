@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import jax.numpy as jnp
+
 from .._core.errors import AutogradError
+from .._ingress import array as owned_array
+from .._tensor import Tensor, _make
 from .engine import run_backward
 
 __all__ = ["backward", "grad"]
 
 
 def _root_grads(outputs, grad_outputs, create_graph):
-    from .._creation import as_tensor, ones_like
-
     gs = []
     for i, o in enumerate(outputs):
         g = grad_outputs[i] if grad_outputs is not None else None
@@ -19,9 +21,9 @@ def _root_grads(outputs, grad_outputs, create_graph):
                 raise AutogradError(
                     f"grad can be implicitly created only for scalar outputs; output {i} has shape "
                     f"{list(o.shape)}: pass gradient= (or grad_outputs=) with that shape")
-            g = ones_like(o)
+            g = _make(jnp.ones_like(o._value))
         else:
-            g = as_tensor(g)
+            g = g if isinstance(g, Tensor) else _make(owned_array(g, copy=False))
             if g.shape != o.shape:
                 raise AutogradError(f"gradient has shape {list(g.shape)} but the output has shape "
                                     f"{list(o.shape)}")
@@ -34,8 +36,6 @@ def _root_grads(outputs, grad_outputs, create_graph):
 def backward(tensors, grad_tensors=None, retain_graph: bool | None = None, create_graph: bool = False,
              inputs=None) -> None:
     """Accumulate gradients of ``tensors`` into the leaves' ``.grad`` (``torch.autograd.backward``)."""
-    from .._tensor import Tensor
-
     outs = [tensors] if isinstance(tensors, Tensor) else list(tensors)
     if grad_tensors is not None and isinstance(grad_tensors, Tensor):
         grad_tensors = [grad_tensors]
@@ -50,8 +50,6 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None, creat
         inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
         cap = {id(t): None for t in inputs}
         run_backward(outs, gs, retain_graph=retain, create_graph=create_graph, capture=cap)
-        from .._tensor import _make
-
         for t in inputs:
             g = cap[id(t)]
             if g is not None:
@@ -71,9 +69,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
     Raises:
         AutogradError: an input is unused and ``allow_unused`` is False, or an output needs no grad.
     """
-    from .._creation import zeros_like
-    from .._tensor import Tensor, _make
-
     outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     single = isinstance(inputs, Tensor)
     ins = [inputs] if single else list(inputs)
@@ -94,7 +89,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
         g = cap[id(t)]
         if g is None:
             if materialize_grads:
-                res.append(zeros_like(t))
+                res.append(_make(jnp.zeros_like(t._value)))
                 continue
             if not allow_unused:
                 raise AutogradError(f"input {i} (shape {list(t.shape)}) was not used in the graph; pass "

@@ -8,7 +8,7 @@ from ... import _functional as _F
 from ..._core import dtypes as D
 from ..._core.context import state
 from ..._core.errors import DTypeError, IndexOutOfRangeError, ShapeError
-from ..._creation import _gen, bernoulli, full
+from ..._creation import _gen, as_tensor, bernoulli, full
 from ..._tensor import Tensor, _concrete, _Tracer
 from ...autograd import no_grad
 from ...ops.table import REGISTRY as R
@@ -135,7 +135,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # 
         ShapeError: ``weight`` is not 2-D.
     """
     if not isinstance(input, Tensor):
-        input = _F._t(input)  # noqa: A001
+        input = as_tensor(input)  # noqa: A001
     if input.dtype.is_floating_point or input.dtype is D.bool_:
         raise DTypeError(f"embedding: expected an integer index tensor (int32/int64), got {input.dtype}")
     if weight.ndim != 2:

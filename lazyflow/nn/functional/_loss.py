@@ -9,6 +9,7 @@ from __future__ import annotations
 from ... import _functional as _F
 from ..._core.context import state
 from ..._core.errors import DTypeError, ShapeError
+from ..._creation import as_tensor
 from ..._tensor import Tensor
 from ...ops.table import REGISTRY as R
 from ._linear import _check_indices
@@ -70,7 +71,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
         IndexOutOfRangeError: a target outside ``[0, C)`` that is not ``ignore_index`` (eager check).
     """
     reduction = _reduction(size_average, reduce, reduction)
-    target = _F._t(target)
+    target = as_tensor(target)
     if target.dtype.is_floating_point:
         raise DTypeError(f"nll_loss: expected integer class indices as target, got {target.dtype}")
     _check_class_target(input, target, "nll_loss")
@@ -101,7 +102,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     reduction = _reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
-    target = _F._t(target)
+    target = as_tensor(target)
     if input.ndim == 0:
         raise ShapeError("cross_entropy: input must have a class dimension, got a 0-d tensor")
     cdim = 0 if input.ndim == 1 else 1
@@ -144,7 +145,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
 
 
 def _check_same(input, target, what):  # noqa: A002
-    target = _F._t(target)
+    target = as_tensor(target)
     if tuple(target.shape) != tuple(input.shape):
         raise ShapeError(f"{what}: using a target size ({list(target.shape)}) that is different to the input "
                          f"size ({list(input.shape)}); they must match")
@@ -261,7 +262,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,  # noq
         red = "sum"
     else:
         red = _reduction(size_average, reduce, reduction)
-    target = _F._t(target)
+    target = as_tensor(target)
     if log_target:
         loss = _F.exp(target) * (target - input)
     else:

@@ -1,0 +1,33 @@
+"""Every tensor op as a function with torch's signature; the same functions become Tensor methods.
+
+Each function validates and normalises its arguments (dims, shapes, dtypes) in Python, then makes exactly one call
+into the active interpreter with a primitive from the op table. Composite ops (``std_mean``, ``chunk`` ...) are
+written once on top of primitives and need no backward rule. The families mirror ``lazyflow/ops``, in import
+order: ``elementwise`` < ``shape`` < ``linalg`` < ``reduction`` < ``indexing`` < ``inplace``.
+"""
+
+from __future__ import annotations
+
+from . import elementwise, indexing, inplace, linalg, reduction, shape
+from .elementwise import *
+from .indexing import *
+from .inplace import *
+from .linalg import *
+from .reduction import *
+from .shape import *
+
+__all__ = sorted({*elementwise.__all__, *shape.__all__, *linalg.__all__, *reduction.__all__, *indexing.__all__,
+                  *inplace.__all__})
+
+# lf.<name> functions that torch.Tensor has no method for (Tensor.where(cond, y) has its own argument order)
+_NOT_METHODS = frozenset({"broadcast_shapes", "broadcast_tensors", "can_cast", "cat", "concat", "concatenate",
+                          "einsum", "hstack", "one_hot", "pad", "result_type", "stack", "vstack", "where"})
+# Tensor methods without an lf.<name> function: every in-place function, and four activations
+_METHOD_ONLY = {
+    **{n: f for n, f in vars(inplace).items()
+       if not n.startswith("_") and n.endswith("_") and getattr(f, "__module__", "") == inplace.__name__},
+    **{n: getattr(elementwise, n) for n in ("elu", "hardtanh", "leaky_relu", "logsigmoid")},
+}
+
+METHODS = {**{n: globals()[n] for n in __all__ if n not in _NOT_METHODS}, **_METHOD_ONLY}
+"""name -> function attached to Tensor as a method (derived: nothing lists the names twice)."""

@@ -1,0 +1,112 @@
+"""The one way user data enters lazyflow: Python scalars and nested sequences, numpy arrays, buffer-protocol and
+``__array__`` objects, JAX arrays and Tensors become a ``jax.Array`` that lazyflow owns.
+
+Why a copy: on CPU ``jax.device_put`` reuses a 64-byte-aligned numpy buffer (every torch tensor's ``.numpy()`` is
+one), so the caller could later change a lazyflow tensor by mutating its own array. Everything that takes user memory
+(``lf.tensor``, ``load_state_dict``, ``copy_``, indexing with arrays, the autograd entry points...) comes through
+:func:`array`; nothing else hands user memory to ``jax.device_put``.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._core import dtypes as D
+from ._core.device import to_jax_device
+from ._core.errors import DTypeError, ShapeError
+from ._tensor import Tensor, _concrete
+
+__all__ = ["array", "infer_dtype"]
+
+
+def infer_dtype(data):
+    """torch.tensor's dtype inference for Python data (numpy scalars and arrays keep their dtype: None)."""
+    if isinstance(data, (np.generic, np.ndarray)):
+        return None
+    if isinstance(data, builtins.bool):
+        return D.bool_
+    if isinstance(data, builtins.int):
+        return D.default_int()
+    if isinstance(data, builtins.float):
+        return D.get_default_dtype()
+    if isinstance(data, (list, tuple)):
+        kinds = set()
+        stack = [data]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, (list, tuple)):
+                stack.extend(x)
+            elif isinstance(x, Tensor):
+                kinds.add(x.dtype)
+            elif isinstance(x, (np.ndarray, np.generic)):
+                kinds.add(D.to_dtype(x.dtype))
+            elif isinstance(x, builtins.bool):
+                kinds.add(D.bool_)
+            elif isinstance(x, builtins.int):
+                kinds.add(D.default_int())
+            elif isinstance(x, builtins.float):
+                kinds.add(D.get_default_dtype())
+            else:
+                raise DTypeError(f"tensor(): cannot convert an element of type {type(x).__name__} to a number")
+        if not kinds:
+            return D.get_default_dtype()
+        r = None
+        for k in kinds:
+            r = k if r is None else D.promote_types(r, k)
+        return r
+    return None
+
+
+def _to_numpy(data):
+    if isinstance(data, (list, tuple)):
+        parts = [_to_numpy(x) for x in data]
+        shapes = {p.shape for p in parts}
+        if len(shapes) > 1:
+            raise ShapeError(f"tensor(): expected a rectangular nested sequence, got elements of shapes "
+                             f"{sorted(shapes, key=len)} at one level")
+        return np.array(parts) if parts else np.zeros((0,), np.float32)
+    if isinstance(data, Tensor):
+        _concrete(data, "tensor(<Tensor>) inside a list")
+        return np.asarray(data._value)
+    return np.asarray(data)
+
+
+def array(data, dtype=None, device=None, *, copy: bool = True) -> jax.Array:
+    """``data`` as a ``jax.Array`` that lazyflow owns.
+
+    Args:
+        data: a scalar, nested sequence, numpy array, object with ``__array__``/buffer protocol, jax array or Tensor.
+        dtype: a lazyflow dtype (or anything ``lf.dtype`` accepts); inferred like ``torch.tensor`` when None.
+        device: where to put it (default: JAX's default device).
+        copy: False lets an existing jax array/Tensor value of the right dtype through unchanged (JAX arrays are
+            immutable, so sharing one is safe); user memory (numpy and friends) is copied either way.
+    Raises:
+        DTypeError: non-numeric data, an unsupported dtype, or a 64-bit dtype while x64 is off.
+        ShapeError: a ragged nested sequence.
+    """
+    if isinstance(data, Tensor):
+        data = data._value
+    if isinstance(data, jax.Array):
+        d = D.to_dtype(dtype) if dtype is not None else D.from_jax_dtype(data.dtype)
+        if copy or d.to_jax() != data.dtype:
+            data = jnp.array(data, dtype=d.to_jax(), copy=True)
+        return data if device is None else jax.device_put(data, to_jax_device(device))
+    if dtype is not None:
+        d = D.to_dtype(dtype)
+    else:
+        d = infer_dtype(data)
+        if d is None:
+            arr = np.asarray(data)
+            if arr.dtype == object or arr.dtype.kind in "USV":
+                raise DTypeError(f"tensor(): cannot convert {type(data).__name__} to a tensor")
+            d = D.to_dtype(arr.dtype)
+    arr = _to_numpy(data)
+    if arr.dtype == object or arr.dtype.kind in "USV":
+        raise DTypeError(f"tensor(): cannot convert {type(data).__name__} (non-numeric) to a tensor")
+    # always a private copy: JAX may alias a suitably aligned numpy buffer, which the caller can still mutate
+    owned = np.array(arr, dtype=d.to_jax(), copy=True)
+    return jax.device_put(owned, to_jax_device(device) if device is not None else None)
