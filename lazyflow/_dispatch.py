@@ -9,7 +9,7 @@ import numpy as np
 
 from ._core.errors import AutogradError, DTypeError, OpError, ShapeError
 from ._ingress import array as owned_array
-from ._tensor import Tensor, _make
+from ._tensor import Tensor, _make, _rebind
 from .autograd.node import Node
 from .ops.table import OpDef, backward_fn, diff_positions
 
@@ -139,9 +139,7 @@ def inplace_result(op, target, out, meta):
 
 
 def commit_inplace(target, out, meta, entry, args, record_grad):
-    target._value = out
-    target._meta = meta
-    target._version += 1
+    _rebind(target, out, meta)
     if record_grad:
         res = _make(out, meta)
         record(entry, args, res, False)

@@ -81,7 +81,8 @@ def array(data, dtype=None, device=None, *, copy: bool = True) -> jax.Array:
     Args:
         data: a scalar, nested sequence, numpy array, object with ``__array__``/buffer protocol, jax array or Tensor.
         dtype: a lazyflow dtype (or anything ``lf.dtype`` accepts); inferred like ``torch.tensor`` when None.
-        device: where to put it (default: JAX's default device).
+        device: where to put it: a device (``"cpu"``, ``lf.device(...)``) or a ``jax.sharding.Sharding``; default:
+            JAX's default device.
         copy: False lets an existing jax array/Tensor value of the right dtype through unchanged (JAX arrays are
             immutable, so sharing one is safe); user memory (numpy and friends) is copied either way.
     Raises:
@@ -94,7 +95,7 @@ def array(data, dtype=None, device=None, *, copy: bool = True) -> jax.Array:
         d = D.to_dtype(dtype) if dtype is not None else D.from_jax_dtype(data.dtype)
         if copy or d.to_jax() != data.dtype:
             data = jnp.array(data, dtype=d.to_jax(), copy=True)
-        return data if device is None else jax.device_put(data, to_jax_device(device))
+        return data if device is None else jax.device_put(data, _placement(device))
     if dtype is not None:
         d = D.to_dtype(dtype)
     else:
@@ -109,4 +110,8 @@ def array(data, dtype=None, device=None, *, copy: bool = True) -> jax.Array:
         raise DTypeError(f"tensor(): cannot convert {type(data).__name__} (non-numeric) to a tensor")
     # always a private copy: JAX may alias a suitably aligned numpy buffer, which the caller can still mutate
     owned = np.array(arr, dtype=d.to_jax(), copy=True)
-    return jax.device_put(owned, to_jax_device(device) if device is not None else None)
+    return jax.device_put(owned, _placement(device) if device is not None else None)
+
+
+def _placement(device):
+    return device if isinstance(device, jax.sharding.Sharding) else to_jax_device(device)

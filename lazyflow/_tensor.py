@@ -34,9 +34,10 @@ def _meta_of(value):
     return (tuple(value.shape), D.from_jax_dtype(value.dtype), pid_of(value))
 
 
-def _make(value, meta=None):
-    """Wrap a jax value without checks (meta computed when not given)."""
-    t = _new(Tensor)
+def _make(value, meta=None, cls=None):
+    """The one function that creates a Tensor (or a subclass ``cls``): wraps a jax value without checks (meta
+    computed when not given), as a leaf with no gradient."""
+    t = _new(cls or Tensor)
     t._value = value
     t._meta = _meta_of(value) if meta is None else meta
     t._rg = False
@@ -46,6 +47,14 @@ def _make(value, meta=None):
     t._version = 0
     t._retain = False
     return t
+
+
+def _rebind(t, value, meta=None) -> None:
+    """The one way a Tensor's value changes in place: the same object gets ``value`` (meta computed when not given)
+    and its version goes up, so a tape node that saved the old value notices (torch's saved-tensor check)."""
+    t._value = value
+    t._meta = _meta_of(value) if meta is None else meta
+    t._version += 1
 
 
 def from_jax(array) -> Tensor:
@@ -234,9 +243,8 @@ class Tensor:
         return (_rebuild, (np.asarray(self._value), self.dtype.name, self._rg))
 
     def __deepcopy__(self, memo):
-        t = type(self).__new__(type(self))
-        t._value, t._meta, t._rg, t.grad = self._value, self._meta, self._rg, None
-        t._node, t._oidx, t._version, t._retain = None, 0, 0, False
+        t = _make(self._value, self._meta, type(self))
+        t._rg = self._rg
         if self.grad is not None:
             t.grad = self.grad.detach()
         memo[id(self)] = t
@@ -326,8 +334,7 @@ class Tensor:
 
     @data.setter
     def data(self, other: Tensor) -> None:
-        self._value, self._meta = other._value, other._meta
-        self._version += 1
+        _rebind(self, other._value, other._meta)
 
     @property
     def T(self) -> Tensor:

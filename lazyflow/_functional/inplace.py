@@ -214,3 +214,21 @@ class _NoGrad:
     def __exit__(self, *e):
         state.grad_enabled = self.p
 
+
+
+def zero_grads(tensors, set_to_none: bool = True) -> None:
+    """Reset the ``.grad`` of each tensor, as ``torch.optim.Optimizer.zero_grad`` and ``Module.zero_grad`` do: to None
+    (default), or to zeros in place (a gradient that has a ``grad_fn`` is detached first, the others stop requiring
+    grad)."""
+    for p in tensors:
+        g = p.grad
+        if g is None:
+            continue
+        if set_to_none:
+            p.grad = None
+            continue
+        if g.grad_fn is not None:
+            g.detach_()
+        else:
+            g.requires_grad_(False)
+        zero_(g)

@@ -11,7 +11,8 @@ import math
 from .. import _functional as _F
 from .._core.context import state
 from .._core.errors import ShapeError
-from .._creation import _gen, eye
+from .._creation import _gen, eye, rand
+from .._functional import inplace as _inplace
 from .._tensor import Tensor
 from ..autograd import no_grad
 from ..ops.table import REGISTRY as R
@@ -77,19 +78,19 @@ def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
 
 def _write(tensor: Tensor, value: Tensor) -> Tensor:
     with no_grad():
-        return _F.copy_(tensor, value)
+        return _inplace.copy_(tensor, value)
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
     """Fill with samples from U(a, b)."""
     with no_grad():
-        return _F.uniform_(tensor, a, b, generator=generator)
+        return _inplace.uniform_(tensor, a, b, generator=generator)
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
     """Fill with samples from N(mean, std**2)."""
     with no_grad():
-        return _F.normal_(tensor, mean, std, generator=generator)
+        return _inplace.normal_(tensor, mean, std, generator=generator)
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
@@ -109,9 +110,9 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
 
     lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
     with no_grad():
-        _F.uniform_(tensor, 2 * lo - 1, 2 * hi - 1, generator=generator)
+        _inplace.uniform_(tensor, 2 * lo - 1, 2 * hi - 1, generator=generator)
         value = (_F.erfinv(tensor) * (std * math.sqrt(2.0)) + mean).clamp(min=a, max=b)
-        return _F.copy_(tensor, value)
+        return _inplace.copy_(tensor, value)
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
@@ -222,18 +223,16 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
     Raises:
         ShapeError: not 2-D.
     """
-    from .._creation import rand
-
     if tensor.ndim != 2:
         raise ShapeError(f"sparse_: only 2-D tensors are supported, got shape {list(tensor.shape)}")
     rows = tensor.shape[0]
     num_zeros = int(math.ceil(sparsity * rows))
     with no_grad():
-        _F.normal_(tensor, 0.0, std, generator=generator)
+        _inplace.normal_(tensor, 0.0, std, generator=generator)
         if num_zeros:
             # a random permutation of the rows per column: zero the rows ranked below num_zeros
             ranks = _F.argsort(_F.argsort(rand(tensor.shape, generator=generator), dim=0), dim=0)
-            _F.copy_(tensor, _F.where(ranks < num_zeros, 0.0, tensor))
+            _inplace.copy_(tensor, _F.where(ranks < num_zeros, 0.0, tensor))
     return tensor
 
 

@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .._core import dtypes as D
 from .._core.errors import CheckpointError, DTypeError
 from .._core.placement import sharding_of
-from .._tensor import Tensor, _make, _meta_of
+from .._functional.inplace import zero_grads
+from .._ingress import array as owned_array
+from .._tensor import Tensor, _make, _rebind
 from ..autograd import no_grad
 from .parameter import Buffer, Parameter
 
@@ -641,17 +642,7 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of every parameter: to None (default), or to zeros in place."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                g = p.grad
-                if g.grad_fn is not None:
-                    p.grad = g = g.detach()
-                with no_grad():
-                    g.zero_()
+        zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn: Callable[[Module], None]) -> Module:
         """Call ``fn`` on every descendant (children first) and then on this module."""
@@ -670,9 +661,9 @@ class Module:
                 for t in store.values():
                     if t is None:
                         continue
-                    _rebind(t, fn(t))
+                    _rebind_to(t, fn(t))
                     if t.grad is not None:
-                        _rebind(t.grad, fn(t.grad))
+                        _rebind_to(t.grad, fn(t.grad))
         return self
 
     def to(self, *args, **kwargs) -> Module:
@@ -783,31 +774,18 @@ def _as_array(value):
 
 
 def _placed(arr, target: Tensor, cast: bool = True):
-    """``arr`` as a new jax array on ``target``'s placement, with ``target``'s dtype when ``cast``."""
-    if cast:
-        jd = target.dtype.to_jax()
-    else:
-        jd = D.to_dtype(arr.dtype).to_jax()
-    sharding = sharding_of(target._meta[2])
-    if isinstance(arr, jax.Array):
-        out = arr.astype(jd) if arr.dtype != jd else jnp.array(arr, copy=True)
-        return jax.device_put(out, sharding) if sharding is not None else out
-    return jax.device_put(np.asarray(arr).astype(jd, copy=False), sharding)
+    """``arr`` as a new jax array that lazyflow owns, on ``target``'s placement, with ``target``'s dtype when ``cast``
+    (a copy even of a jax array: ``target`` may later donate its buffer to an in-place kernel)."""
+    return owned_array(arr, target.dtype if cast else None, sharding_of(target._meta[2]))
 
 
 def _write_into(target: Tensor, arr) -> None:
-    value = _placed(arr, target)
-    target._value = value
-    target._meta = _meta_of(value)
-    target._version += 1
+    _rebind(target, _placed(arr, target))
 
 
-def _rebind(target: Tensor, new: Tensor) -> None:
+def _rebind_to(target: Tensor, new: Tensor) -> None:
     """Give ``target`` the value (and dtype/placement) of ``new``, keeping the object."""
-    if new is target:
-        return
-    target._value = new._value
-    target._meta = new._meta
-    target._version += 1
+    if new is not target:
+        _rebind(target, new._value, new._meta)
 
 

@@ -6,36 +6,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core import dtypes as D
-from .._tensor import Tensor, _concrete
+from .._tensor import Tensor, _concrete, _make
 
 __all__ = ["Parameter", "Buffer"]
-
-_new = object.__new__
-
 
 def _adopt(cls, data: Tensor | None, requires_grad: bool):
     """A new ``cls`` instance sharing ``data``'s value (JAX arrays are immutable: no aliasing of writes)."""
     if data is None:
-        data = Tensor.__new__(Tensor)
-        data._value = jnp.zeros((0,), D.get_default_dtype().to_jax())
-        data._meta = None
+        t = _make(jnp.zeros((0,), D.get_default_dtype().to_jax()), None, cls)
     elif not isinstance(data, Tensor):
         raise TypeError(f"{cls.__name__} expects a lazyflow Tensor as data, got {type(data).__name__}; "
                         "wrap arrays with lf.tensor(...) first")
-    t = _new(cls)
-    t._value = data._value
-    if data._meta is None:
-        from .._tensor import _meta_of
-
-        t._meta = _meta_of(data._value)
     else:
-        t._meta = data._meta
-    t._rg = False
-    t.grad = None
-    t._node = None
-    t._oidx = 0
-    t._version = 0
-    t._retain = False
+        t = _make(data._value, data._meta, cls)
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -69,12 +52,7 @@ class Parameter(Tensor):
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        t = _new(type(self))
-        t._value, t._meta, t._rg = self._value, self._meta, self._rg
-        t.grad = None if self.grad is None else self.grad.detach()
-        t._node, t._oidx, t._version, t._retain = None, 0, 0, False
-        memo[id(self)] = t
-        return t
+        return Tensor.__deepcopy__(self, memo)
 
 
 class Buffer(Tensor):
@@ -105,12 +83,8 @@ class Buffer(Tensor):
 
 
 def _rebuild_parameter(array, dtype_name, requires_grad):
-    from .._tensor import _make
-
     return Parameter(_make(jnp.asarray(array, D.to_dtype(dtype_name).to_jax())), requires_grad)
 
 
 def _rebuild_buffer(array, dtype_name, persistent):
-    from .._tensor import _make
-
     return Buffer(_make(jnp.asarray(array, D.to_dtype(dtype_name).to_jax())), persistent=persistent)

@@ -15,7 +15,7 @@ from ... import _functional as _F
 from ..._core import dtypes as D
 from ..._core.context import state
 from ..._core.errors import DTypeError, ShapeError
-from ..._creation import _gen
+from ..._creation import _gen, zeros
 from ..._tensor import Tensor
 from ...ops.table import REGISTRY as R
 from ._linear import linear
@@ -249,8 +249,6 @@ def _linear2d(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
 
 
 def _zeros_like_shape(t: Tensor, shape) -> Tensor:
-    from ..._creation import zeros
-
     return zeros(*shape, dtype=t.dtype)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..._core.errors import IndexOutOfRangeError, ShapeError
 from ..._creation import empty
 from ..._tensor import Tensor
 from ...autograd import no_grad
@@ -39,8 +40,6 @@ class Embedding(Module):
                  max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
                  sparse: bool = False, _weight: Tensor | None = None, _freeze: bool = False, device=None,
                  dtype=None) -> None:
-        from ..._core.errors import IndexOutOfRangeError, ShapeError
-
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
@@ -102,8 +101,6 @@ class Embedding(Module):
         Raises:
             ShapeError: ``embeddings`` is not 2-D.
         """
-        from ..._core.errors import ShapeError
-
         if embeddings.ndim != 2:
             raise ShapeError(f"Embeddings parameter is expected to be 2-dimensional, got shape "
                              f"{list(embeddings.shape)}")

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from ..._core.context import state
 from ..._core.errors import OpError
 from ..._creation import zeros
-from ..._tensor import Tensor
+from ..._tensor import Tensor, _rebind
 from ...ops.table import REGISTRY as R
 
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm"]
@@ -25,9 +25,7 @@ def _grads(parameters) -> list[Tensor]:
 
 def _store(g: Tensor, new: Tensor) -> None:
     """Write ``new`` into the gradient tensor ``g`` (the object is kept, like torch's in-place ``mul_``)."""
-    g._value = new._value
-    g._meta = new._meta
-    g._version += 1
+    _rebind(g, new._value, new._meta)
 
 
 def _norm_type(norm_type) -> float:

@@ -18,6 +18,7 @@ import re
 import jax
 import numpy as np
 
+from ... import _functional as F
 from ..._core import dtypes as D
 from ..._tensor import Tensor, _make
 
@@ -91,8 +92,6 @@ class _Collator:
             if self.numpy:
                 arrays = [np.asarray(t._value) for t in batch]
                 return self.stack(arrays, arrays[0].shape, arrays[0].dtype)
-            from ... import _functional as F
-
             return F.stack(list(batch), 0)
         if isinstance(elem, np.ndarray):
             if _STR_OBJ.search(elem.dtype.str) is not None:

@@ -12,6 +12,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from ..._core.errors import ShapeError
+from ..._creation import tensor
 from ..._tensor import Tensor
 from .collate import GatheredBatch
 from .sampler import _rng
@@ -76,8 +77,6 @@ class TensorDataset(Dataset[tuple]):
         cols = []
         for t in self.tensors:
             if isinstance(t, Tensor):
-                from ..._creation import tensor
-
                 cols.append(t[tensor(np.asarray(indices, dtype=np.int64))])
             else:
                 cols.append(t[np.asarray(indices, dtype=np.int64)])

@@ -13,6 +13,8 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from ..._creation import Generator, default_generator
+
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
            "BatchSampler"]
 
@@ -23,8 +25,6 @@ def _rng(generator) -> np.random.Generator:
     """A numpy generator seeded by one draw from ``generator`` (a lazyflow or numpy generator, or None)."""
     if isinstance(generator, np.random.Generator):
         return generator
-    from ..._creation import Generator, default_generator
-
     if generator is None:
         generator = default_generator
     if not isinstance(generator, Generator):
