@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import builtins
 
+import jax
 import numpy as np
 
-from ._core.errors import AutogradError, DTypeError, OpError, ShapeError
+from ._core import dtypes as D
+from ._core.errors import AutogradError, DTypeError, IndexOutOfRangeError, LazyflowError, OpError, ShapeError
 from ._ingress import array as owned_array
 from ._tensor import Tensor, _make, _rebind
 from .autograd.node import Node
@@ -32,19 +34,40 @@ def _describe(args):
                      for a in args)
 
 
+def _traces_with_other_dtypes(op, args, statics) -> bool:
+    """Whether ``op`` traces once its tensor operands take another dtype (default float, default int, bool): then
+    the shapes were fine and the failure was about dtypes. JAX reports both kinds as TypeError, so the exception
+    type alone cannot tell them apart; its message is not an API, so it is not read either."""
+    kw = dict(zip(op.static, statics))
+    for jd in (D.get_default_dtype().to_jax(), D.default_int().to_jax(), np.bool_):
+        structs = [jax.ShapeDtypeStruct(a.shape, jd) if isinstance(a, Tensor) else a for a in args]
+        try:
+            jax.eval_shape(lambda *xs: op.impl(*xs, **kw), *structs)
+        except Exception:  # any failure means: not with this dtype either
+            continue
+        return True
+    return False
+
+
 def translate_error(err, op, args, statics):
-    """A JAX tracing error as a lazyflow error naming the op, its operands and attributes."""
-    if isinstance(err, (DTypeError, ShapeError)):
+    """A JAX tracing error as a lazyflow error naming the op, its operands and attributes.
+
+    Classified by what fails, not by the words of JAX's message: a failure that goes away with other operand dtypes
+    is a :class:`DTypeError`; otherwise a ``TypeError``/``ValueError`` is a :class:`ShapeError` (ranks and sizes
+    that do not fit) and an ``IndexError`` an :class:`IndexOutOfRangeError`; anything else an :class:`OpError`.
+    """
+    if isinstance(err, LazyflowError):
         return err
-    msg = str(err).split("\n")[0]
     stat = dict(zip(op.static, statics))
     where = f"{op.name}({_describe(args)}" + (f", {stat}" if stat else "") + ")"
-    low = msg.lower()
-    if builtins.any(w in low for w in ("shape", "broadcast", "dimension", "size", "axis")):
-        return ShapeError(f"{where}: {msg}")
-    if isinstance(err, TypeError):
-        return DTypeError(f"{where}: {msg}")
-    return OpError(f"{where}: {msg}")
+    msg = f"{where}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+    if isinstance(err, (TypeError, ValueError, IndexError)) and _traces_with_other_dtypes(op, args, statics):
+        return DTypeError(msg)
+    if isinstance(err, IndexError):
+        return IndexOutOfRangeError(msg)
+    if isinstance(err, (TypeError, ValueError)):
+        return ShapeError(msg)
+    return OpError(msg)
 
 
 def record(entry, args, res, multi):

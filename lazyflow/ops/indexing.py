@@ -46,7 +46,7 @@ def _index_tuple(x, spec, dyn):
     return x, tuple(idx)
 
 
-@op("getitem", static=("spec",), dtypes="none")
+@op("getitem", static=("spec",), dtypes="none", linear=True)
 def _getitem(x, *dyn, spec):
     x, idx = _index_tuple(x, spec, dyn)
     return x[idx]

@@ -37,7 +37,7 @@ for _name, _fn in {
     "neg": jnp.negative, "abs": jnp.abs, "sign": _sign, "square": _square,
     "relu": lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
 }.items():
-    op(_name)(_fn)
+    op(_name, linear=_name == "neg")(_fn)
 
 for _name, _fn in {"floor": jnp.floor, "ceil": jnp.ceil, "trunc": jnp.trunc}.items():
     op(_name)(_fn)
@@ -90,17 +90,17 @@ def _nan_to_num(x, *, nan, posinf, neginf):
 
 
 # ---------------------------------------------------------------- binary
-@op("add")
+@op("add", linear=True)
 def _add(a, b):
     return a + b
 
 
-@op("sub")
+@op("sub", linear=True)
 def _sub(a, b):
     return a - b
 
 
-@op("mul")
+@op("mul", linear="multi")
 def _mul(a, b):
     return a * b
 
@@ -219,23 +219,23 @@ def _addcdiv(x, a, b, *, value):
 
 
 # ---------------------------------------------------------------- linear algebra
-@op("matmul")
+@op("matmul", linear="multi")
 def _matmul(a, b):
     return jnp.matmul(a, b)
 
 
-@op("einsum", static=("equation",))
+@op("einsum", static=("equation",), linear="multi")
 def _einsum(*xs, equation):
     return jnp.einsum(equation, *xs)
 
 
-@op("linear")
+@op("linear", linear="multi")
 def _linear(x, w, b):
     y = jnp.matmul(x, w.T)
     return y if b is None else y + b
 
 
-@op("outer")
+@op("outer", linear="multi")
 def _outer(a, b):
     return jnp.outer(a, b)
 
@@ -249,7 +249,7 @@ def _int_widen(x, dtype):
     return x
 
 
-@op("sum", static=("dim", "keepdim", "dtype"), dtypes="none")
+@op("sum", static=("dim", "keepdim", "dtype"), dtypes="none", linear=True)
 def _sum(x, *, dim, keepdim, dtype):
     return jnp.sum(_int_widen(x, dtype), axis=dim, keepdims=keepdim)
 
@@ -259,7 +259,7 @@ def _prod(x, *, dim, keepdim, dtype):
     return jnp.prod(_int_widen(x, dtype), axis=dim, keepdims=keepdim)
 
 
-@op("mean", static=("dim", "keepdim"), dtypes="none")
+@op("mean", static=("dim", "keepdim"), dtypes="none", linear=True)
 def _mean(x, *, dim, keepdim):
     return jnp.mean(x, axis=dim, keepdims=keepdim)
 
@@ -348,7 +348,7 @@ def _any(x, *, dim, keepdim):
     return jnp.any(x, axis=dim, keepdims=keepdim)
 
 
-@op("cumsum", static=("dim", "dtype"), dtypes="none")
+@op("cumsum", static=("dim", "dtype"), dtypes="none", linear=True)
 def _cumsum(x, *, dim, dtype):
     return jnp.cumsum(_int_widen(x, dtype), axis=dim)
 
@@ -368,11 +368,11 @@ def _log_softmax(x, *, dim):
     return jax.nn.log_softmax(x, axis=dim)
 
 
-@op("cast", static=("dtype",), dtypes="none")
+@op("cast", static=("dtype",), dtypes="none", linear=True)
 def _cast(x, *, dtype):
     return x.astype(dtype.to_jax())
 
 
-@op("copy", dtypes="none")
+@op("copy", dtypes="none", linear=True)
 def _copy(x):
     return jnp.array(x, copy=True)

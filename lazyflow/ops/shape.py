@@ -10,27 +10,27 @@ from .._core import dtypes as D
 from .table import op
 
 
-@op("reshape", static=("shape",), dtypes="none")
+@op("reshape", static=("shape",), dtypes="none", linear=True)
 def _reshape(x, *, shape):
     return jnp.reshape(x, shape)
 
 
-@op("permute", static=("dims",), dtypes="none")
+@op("permute", static=("dims",), dtypes="none", linear=True)
 def _permute(x, *, dims):
     return jnp.transpose(x, dims)
 
 
-@op("expand", static=("shape",), dtypes="none")
+@op("expand", static=("shape",), dtypes="none", linear=True)
 def _expand(x, *, shape):
     return jnp.broadcast_to(x, shape)
 
 
-@op("tile", static=("reps",), dtypes="none")
+@op("tile", static=("reps",), dtypes="none", linear=True)
 def _tile(x, *, reps):
     return jnp.tile(x, reps)
 
 
-@op("repeat_interleave", static=("repeats", "dim"), dtypes="none")
+@op("repeat_interleave", static=("repeats", "dim"), dtypes="none", linear=True)
 def _repeat_interleave(x, *, repeats, dim):
     if dim is None:
         x, dim = x.reshape(-1), 0
@@ -39,17 +39,17 @@ def _repeat_interleave(x, *, repeats, dim):
     return jnp.repeat(x, repeats, axis=dim)
 
 
-@op("cat", static=("dim",))
+@op("cat", static=("dim",), linear=True)
 def _cat(*xs, dim):
     return jnp.concatenate(xs, axis=dim)
 
 
-@op("stack", static=("dim",))
+@op("stack", static=("dim",), linear=True)
 def _stack(*xs, dim):
     return jnp.stack(xs, axis=dim)
 
 
-@op("split", static=("sizes", "dim"), dtypes="none")
+@op("split", static=("sizes", "dim"), dtypes="none", linear=True)
 def _split(x, *, sizes, dim):
     out, start = [], 0
     for s in sizes:
@@ -58,17 +58,17 @@ def _split(x, *, sizes, dim):
     return tuple(out)
 
 
-@op("flip", static=("dims",), dtypes="none")
+@op("flip", static=("dims",), dtypes="none", linear=True)
 def _flip(x, *, dims):
     return jnp.flip(x, dims)
 
 
-@op("roll", static=("shifts", "dims"), dtypes="none")
+@op("roll", static=("shifts", "dims"), dtypes="none", linear=True)
 def _roll(x, *, shifts, dims):
     return jnp.roll(x, shifts, dims)
 
 
-@op("gather", static=("dim",), dtypes="none")
+@op("gather", static=("dim",), dtypes="none", linear=True)
 def _gather(x, index, *, dim):
     # torch lets index be smaller than x outside `dim`: only the leading part of those dims is read
     x = x[tuple(slice(None) if i == dim else slice(0, n) for i, n in enumerate(index.shape))]
@@ -106,7 +106,7 @@ def _scatter(x, index, src, *, dim, reduce):
     raise ValueError(f"scatter: unknown reduce {reduce!r}")
 
 
-@op("index_select", static=("dim",), dtypes="none")
+@op("index_select", static=("dim",), dtypes="none", linear=True)
 def _index_select(x, index, *, dim):
     return jnp.take(x, index, axis=dim)
 
@@ -118,7 +118,7 @@ def _index_add(x, index, src, *, dim, alpha):
     return x.at[tuple(idx)].add(src * alpha if alpha != 1 else src)
 
 
-@op("masked_fill", dtypes=lambda descs, statics: [None, None, descs[0][1]])
+@op("masked_fill", dtypes=lambda descs, statics: [None, None, descs[0][1]], linear=True)
 def _masked_fill(x, mask, value):
     return jnp.where(mask, value, x)
 
@@ -138,12 +138,12 @@ def _topk(x, *, k, dim, largest, sorted):  # noqa: A002
     return jnp.moveaxis(v, -1, dim), jnp.moveaxis(i, -1, dim).astype(D.default_int().to_jax())
 
 
-@op("tril", static=("diagonal",), dtypes="none")
+@op("tril", static=("diagonal",), dtypes="none", linear=True)
 def _tril(x, *, diagonal):
     return jnp.tril(x, diagonal)
 
 
-@op("triu", static=("diagonal",), dtypes="none")
+@op("triu", static=("diagonal",), dtypes="none", linear=True)
 def _triu(x, *, diagonal):
     return jnp.triu(x, diagonal)
 
@@ -153,7 +153,7 @@ def _one_hot(x, *, num_classes):
     return (x[..., None] == jnp.arange(num_classes, dtype=x.dtype)).astype(D.default_int().to_jax())
 
 
-@op("pad", static=("pad", "mode", "value"), dtypes="none")
+@op("pad", static=("pad", "mode", "value"), dtypes="none", linear=True)
 def _pad(x, *, pad, mode, value):
     # torch's pad tuple runs from the last dimension backwards: (left, right, top, bottom, ...)
     widths = [(0, 0)] * x.ndim
@@ -169,12 +169,12 @@ def _pad(x, *, pad, mode, value):
     return jnp.pad(x, widths, mode=jmode)
 
 
-@op("diagonal", static=("offset", "dim1", "dim2"), dtypes="none")
+@op("diagonal", static=("offset", "dim1", "dim2"), dtypes="none", linear=True)
 def _diagonal(x, *, offset, dim1, dim2):
     return jnp.diagonal(x, offset, dim1, dim2)
 
 
-@op("copy_into", dtypes=lambda descs, statics: [None, descs[0][1]])
+@op("copy_into", dtypes=lambda descs, statics: [None, descs[0][1]], linear=True)
 def _copy_into(dst, src):
     """The value of ``dst.copy_(src)``: src broadcast and cast to dst's shape and dtype."""
     return jnp.broadcast_to(src, dst.shape)

@@ -147,7 +147,7 @@ def softsign(input: Tensor) -> Tensor:  # noqa: A002
 
 def logsigmoid(input: Tensor) -> Tensor:  # noqa: A002
     """``log(sigmoid(x))``, computed stably."""
-    return _F.logsigmoid(input)
+    return _F.elementwise.logsigmoid(input)
 
 
 def tanhshrink(input: Tensor) -> Tensor:  # noqa: A002
