@@ -26,4 +26,4 @@ if os.environ.get("LAZYFLOW_CPU_ASYNC", "0") != "1":
 
 def x64_enabled() -> bool:
     """Whether 64-bit dtypes are available (JAX's ``jax_enable_x64``)."""
-    return bool(jax.config.jax_enable_x64)
+    return bool(jax.config.read("jax_enable_x64"))

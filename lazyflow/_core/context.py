@@ -4,10 +4,23 @@ default, graph mode swaps in its tracing interpreter for the duration of a trace
 from __future__ import annotations
 
 import threading
+from typing import Any, Protocol
+
+
+class Interpreter(Protocol):
+    """What Tensor code calls on the active interpreter (eager's kernel cache, or graph mode's tracer)."""
+
+    def apply(self, op: Any, args: tuple, statics: tuple = ()) -> Any: ...
+
+    def apply_inplace(self, op: Any, target: Any, args: tuple, statics: tuple = ()) -> Any: ...
+
+    def accumulate(self, *args: Any) -> Any: ...
+
+    def __getattr__(self, name: str) -> Any: ...
 
 
 class _State(threading.local):
-    interp = None  # set by lazyflow.eager at import
+    interp: Interpreter = None  # type: ignore[assignment]  # set by lazyflow.eager at import
     grad_enabled = True
     tracing = False  # True while graph mode traces user code
     rng_hook = None  # graph mode: Generator -> (seed, offset) traced values

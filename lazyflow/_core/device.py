@@ -17,7 +17,7 @@ class Device:
 
     __slots__ = ("type", "index")
 
-    def __init__(self, type: str | Device, index: int | None = None):  # noqa: A002
+    def __init__(self, type: str | Device, index: int | None = None):
         if isinstance(type, Device):
             type, index = type.type, type.index if index is None else index
         if not isinstance(type, str):

@@ -64,8 +64,8 @@ int16 = DType("int16", jnp.int16, 1)
 int32 = DType("int32", jnp.int32, 1)
 int64 = DType("int64", jnp.int64, 1)
 bool_ = DType("bool", jnp.bool_, 0)
-half, float, double = float16, float32, float64  # noqa: A001 - torch's aliases
-short, int, long = int16, int32, int64  # noqa: A001
+half, float, double = float16, float32, float64
+short, int, long = int16, int32, int64
 
 _ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16, "int": int32,
             "long": int64, "bool": bool_}

@@ -260,7 +260,7 @@ def _max_pool_with_indices(x, *, kernel, stride, padding, dilation, ceil_mode):
 
 
 def _index_dtype():
-    return jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+    return jnp.int64 if x64_enabled() else jnp.int32
 
 
 @op("avg_pool", static=("kernel", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"),

@@ -53,7 +53,7 @@ def _multinomial(seed, offset, probs, *, num_samples, replacement):
     else:
         g = jax.random.gumbel(key, probs.shape, jnp.float32)
         out = jnp.argsort(-(logits + g), axis=-1)[..., :num_samples]
-    return out.astype(jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
+    return out.astype(jnp.int64 if x64_enabled() else jnp.int32)
 
 
 @op("dropout", static=("p",), dtypes="none")

@@ -130,7 +130,7 @@ def _sort(x, *, dim, descending, stable):
 
 
 @op("topk", static=("k", "dim", "largest", "sorted"), dtypes="none")
-def _topk(x, *, k, dim, largest, sorted):  # noqa: A002
+def _topk(x, *, k, dim, largest, sorted):
     xm = jnp.moveaxis(x, dim, -1)
     v, i = lax.top_k(xm if largest else -xm, k)
     if not largest:
