@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .._core.config import x64_enabled
 from .random import key_of
 from .table import op
 

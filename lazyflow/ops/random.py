@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._core.config import x64_enabled
 from .table import op
 
 
