@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 import os
 
 import jax
@@ -12,7 +13,7 @@ import numpy as np
 from ._core import dtypes as D
 from ._core.context import state
 from ._core.device import Device, default_device
-from ._core.errors import DTypeError, OpError, ShapeError
+from ._core.errors import ArgumentError, DTypeError, OpError, ShapeError
 from ._core.placement import pid_of
 from ._ingress import array as _owned_array
 from ._tensor import Tensor, _make, _to_device, _Tracer
@@ -31,16 +32,19 @@ _apply = lambda op, args, statics=(): state.interp.apply(op, args, statics)  # n
 def _shape(size) -> tuple:
     if len(size) == 1 and isinstance(size[0], (tuple, list, jax.ShapeDtypeStruct)):
         size = tuple(size[0])
-    if len(size) == 1 and isinstance(size[0], Tensor):
+    if len(size) == 1 and isinstance(size[0], Tensor) and size[0].ndim == 1:
         size = tuple(size[0].tolist())
     out = []
-    for s in size:
+    for i, s in enumerate(size):
         try:
-            s = int(s) if not isinstance(s, builtins.bool) else None
+            s = operator.index(s) if not isinstance(s, builtins.bool) else None
         except TypeError:
             s = None
-        if s is None or s < 0:
-            raise ShapeError(f"sizes must be non-negative integers, got {size}")
+        if s is None:
+            raise ArgumentError(f"size must be a tuple of ints, but found element of type {type(size[i]).__name__} "
+                                f"at pos {i} (got {size!r})")
+        if s < 0:
+            raise ShapeError(f"sizes must be non-negative integers, got negative dimension {s} in {list(size)}")
         out.append(s)
     return tuple(out)
 
@@ -168,6 +172,8 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     start, end, step = vals
     if step == 0:
         raise OpError("arange: step must be nonzero")
+    if not all(math.isfinite(v) for v in vals):
+        raise OpError(f"arange: unsupported range {start} -> {end} (step {step}): start, end and step must be finite")
     if (end - start) * step < 0:
         raise OpError(f"arange: upper bound and larger bound inconsistent with step sign (start={start}, "
                       f"end={end}, step={step})")

@@ -34,6 +34,9 @@ def _describe(args):
                      for a in args)
 
 
+_OPERAND_TYPES = frozenset({builtins.int, builtins.float, builtins.bool, builtins.complex})
+
+
 def _traces_with_other_dtypes(op, args, statics) -> bool:
     """Whether ``op`` traces once its tensor operands take another dtype (default float, default int, bool): then
     the shapes were fine and the failure was about dtypes. JAX reports both kinds as TypeError, so the exception
@@ -58,6 +61,9 @@ def translate_error(err, op, args, statics):
     """
     if isinstance(err, LazyflowError):
         return err
+    if builtins.any(a is None or a.__class__ not in _OPERAND_TYPES and not isinstance(a, Tensor) for a in args):
+        kinds = " and ".join(f"'{type(a).__name__}'" for a in args)
+        return DTypeError(f"unsupported operand type(s) for {op.name}: {kinds} (expected tensors or numbers)")
     stat = dict(zip(op.static, statics))
     where = f"{op.name}({_describe(args)}" + (f", {stat}" if stat else "") + ")"
     msg = f"{where}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"

@@ -17,7 +17,7 @@ import numpy as np
 
 from ._core import dtypes as D
 from ._core.device import to_jax_device
-from ._core.errors import DTypeError, ShapeError
+from ._core.errors import DTypeError, ShapeError, ValueRangeError
 from ._tensor import Tensor, _concrete
 
 __all__ = ["array", "infer_dtype"]
@@ -59,6 +59,17 @@ def infer_dtype(data):
             r = k if r is None else D.promote_types(r, k)
         return r
     return None
+
+
+def _has_big_int(data) -> bool:
+    if isinstance(data, (list, tuple)):
+        return builtins.any(_has_big_int(x) for x in data)
+    return isinstance(data, builtins.int) and not -(2 ** 63) <= data < 2 ** 63
+
+
+def _brief(data) -> str:
+    r = repr(data)
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def _to_numpy(data):
@@ -106,6 +117,10 @@ def array(data, dtype=None, device=None, *, copy: bool = True) -> jax.Array:
                 raise DTypeError(f"tensor(): cannot convert {type(data).__name__} to a tensor")
             d = D.to_dtype(arr.dtype)
     arr = _to_numpy(data)
+    if d.is_floating_point is False and not isinstance(data, (np.ndarray, np.generic)) and (
+            arr.dtype == np.uint64 or arr.dtype == object and _has_big_int(data)):
+        raise ValueRangeError(f"tensor(): a Python int in {_brief(data)} does not fit in int64 "
+                              "(Overflow when unpacking long, as in torch)")
     if arr.dtype == object or arr.dtype.kind in "USV":
         raise DTypeError(f"tensor(): cannot convert {type(data).__name__} (non-numeric) to a tensor")
     # always a private copy: JAX may alias a suitably aligned numpy buffer, which the caller can still mutate

@@ -40,6 +40,14 @@ class AutogradError(LazyflowError, RuntimeError):
     """Misuse of autograd: backward through a freed graph, in-place on a leaf, non-scalar backward..."""
 
 
+class ValueRangeError(LazyflowError, ValueError):
+    """A value the requested dtype cannot hold (a Python int beyond int64, like torch's "Overflow when unpacking")."""
+
+
+class ArgumentError(LazyflowError, TypeError):
+    """An argument of the wrong type (a size that is not an integer, a module size given as a string...)."""
+
+
 class OpError(LazyflowError, RuntimeError):
     """An operation failed for a reason not covered by a more specific class."""
 
