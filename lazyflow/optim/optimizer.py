@@ -40,7 +40,7 @@ import numpy as np
 from .._core import dtypes as D
 from .._core.errors import OpError, ShapeError
 from .._core.placement import pid_of
-from .._core.refs import only_owned
+from .._core.refs import owned
 from .._tensor import Tensor, _make, _meta_of
 from ..autograd import enable_grad
 
@@ -75,8 +75,9 @@ def cache_info() -> CacheInfo:
 
     Returns:
         ``CacheInfo(traces, entries)``: how many times ``functional_update`` was traced for ``step()`` (each
-        trace is followed by one XLA compilation) and how many jitted programs exist (one per class and
-        donation choice; each holds its own compilations per argument structure, static flags included).
+        trace is followed by one XLA compilation) and how many jitted programs exist (one per class, plus one
+        without donation for a step called inside a trace; each holds its own compilations per argument
+        structure, static flags included).
     """
     return CacheInfo(_stats.traces, len(_programs))
 
@@ -335,7 +336,8 @@ class Optimizer:
 
     def step(self, closure=None):
         """Perform one optimization step: ``functional_update`` over every parameter with a gradient, as one
-        compiled program (parameter and state buffers donated when nothing else references them).
+        compiled program (parameter and state buffers donated; one that something else references, such as a
+        ``detach()``ed alias or a ``state_dict()`` snapshot, is donated as a copy, so its holder keeps its value).
 
         Args:
             closure: optional callable that re-evaluates the model and returns the loss (run with
@@ -359,8 +361,15 @@ class Optimizer:
             hyper.append(self._hyperparameters(group, len(ps)))
         if not plist:
             return loss
-        del arrays, part  # their lists reference the buffers too: drop them before the donation check
-        fn = _program(type(self), _donatable(params, states))
+        del arrays, part  # their lists reference the buffers too: drop them before the ownership check
+        donate = not isinstance(params[0], _Tracer)
+        if donate:  # a buffer something else holds (an alias, a state_dict() snapshot...) is donated as a copy
+            params = owned(params)
+            flat = owned([a for st in states for a in st.values()], holders=2)
+            it = iter(flat)
+            states = [{k: next(it) for k in st} for st in states]
+            del flat, it
+        fn = _program(type(self), donate)
         _owner.opt = self
         try:
             new_params, new_states = fn(params, grads, states, hyper)
@@ -417,8 +426,10 @@ class Optimizer:
             ps, ss = [params[i] for i in live], [state[i] for i in live]
             nps, nss = self._update(h.as_dict(), ps, [grads[i] for i in live], ss)
             _check_kinds(type(self), live, ps, ss, nps, nss)
-            for i, p, st in zip(live, nps, nss):
-                new_params[i], new_state[i] = p, st
+            for i, p, old, st in zip(live, nps, ss, nss):
+                # a name the update left out keeps its value (torch keeps state it does not touch), so every
+                # donated state buffer comes back
+                new_params[i], new_state[i] = p, st if old.keys() <= st.keys() else {**old, **st}
         return new_params, new_state
 
     def load_functional_state(self, state: list[dict]) -> None:
@@ -643,10 +654,3 @@ def _assign(t: Tensor, value) -> None:
 def _assign_same(t: Tensor, value) -> None:
     t._value = value
     t._version += 1
-
-
-def _donatable(params: list, states: list[dict]) -> bool:
-    """Whether no other reference to any parameter/state buffer exists (then XLA may reuse them)."""
-    if any(isinstance(a, _Tracer) for a in params):
-        return False
-    return only_owned(params) and only_owned([a for st in states for a in st.values()], holders=2)
