@@ -151,6 +151,19 @@ def test_captured_tensor_is_lifted_and_updates_are_seen():
     assert g.cache_info().traces == 2  # once baked (first call), once lifted, then hits
 
 
+def test_which_inputs_require_grad_is_part_of_the_signature():
+    """The same shapes with another argument requiring grad: a new program, not the stale one's gradients."""
+    f = lf.compile(lambda a, b: (a * b).sum())
+    an, bn = np.arange(3.0, dtype=np.float32), np.full(3, 2.0, np.float32)
+    x = lf.tensor(an, requires_grad=True)
+    f(x, lf.tensor(bn)).backward()
+    np.testing.assert_array_equal(_np(x.grad), bn)
+    y = lf.tensor(bn, requires_grad=True)
+    f(lf.tensor(an), y).backward()
+    np.testing.assert_array_equal(_np(y.grad), an)
+    assert f.cache_info().compiles == 2
+
+
 def test_train_eval_switch_compiles_a_variant():
     m = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.9))
     cm = lf.compile(m)

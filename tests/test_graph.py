@@ -184,6 +184,105 @@ def test_donation_never_invalidates_an_alias():
     assert not np.array_equal(_np(w), before)
 
 
+def _buffers(m, opt):
+    """Every buffer a step may donate: the parameters and their optimizer state (by their storage addresses)."""
+    ps = list(m.parameters())
+    return ps + [t for p in ps for t in opt.state[p].values()]
+
+
+@pytest.mark.parametrize("name", list(OPTS))
+def test_step_donates_parameters_and_optimizer_state(name):
+    """The README's claim: holding nothing else, a step updates parameters and optimizer state in their own buffers
+    (donated to the program) instead of copying them into new ones."""
+    m = _model()
+    opt = OPTS[name](m.parameters())
+    step = Step(m, opt)
+    x, y = _data()
+    step(x, y)
+    step(x, y)  # SGD's momentum buffers exist from the first step on
+    before = [t.data_ptr() for t in _buffers(m, opt)]
+    objects = [id(t) for t in _buffers(m, opt)]
+    traces = step.cache_info().traces
+    step(x, y)
+    assert [id(t) for t in _buffers(m, opt)] == objects  # same Tensor objects, rebound
+    assert [t.data_ptr() for t in _buffers(m, opt)] == before, "the step copied state it could have donated"
+    assert step.cache_info().traces == traces
+
+
+def test_aliases_keep_their_values_while_the_rest_is_donated():
+    m = _model()
+    opt = lf.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    step = Step(m, opt)
+    x, y = _data()
+    step(x, y)
+    step(x, y)
+    w = m[0].weight
+    data, jax_held, snapshot = w.data, m[3].bias.jax(), opt.state_dict()
+    values = (_np(data), np.asarray(jax_held).copy(), _np(snapshot["state"][0]["momentum_buffer"]))
+    others = {k: v.data_ptr() for k, v in m.state_dict().items() if k in ("1.weight", "1.bias", "3.weight")}
+    traces = step.cache_info().traces
+    step(x, y)
+    step(x, y)
+    # what the user holds keeps its value and stays readable (JAX raises on a deleted buffer) ...
+    np.testing.assert_array_equal(_np(data), values[0])
+    np.testing.assert_array_equal(np.asarray(jax_held), values[1])
+    np.testing.assert_array_equal(_np(snapshot["state"][0]["momentum_buffer"]), values[2])
+    assert not jax_held.is_deleted() and not data.jax().is_deleted()
+    assert not np.array_equal(_np(w), values[0])
+    # ... and only those buffers were copied: the others were still donated
+    assert {k: m.state_dict()[k].data_ptr() for k in others} == others
+    assert step.cache_info().traces == traces  # one program for both: the shared buffers were donated as copies
+
+
+class _ProtocolOnly:
+    """An optimizer seen through its public functional protocol only: any other attribute raises."""
+
+    PUBLIC = ("param_groups", "functional_state", "functional_hyperparams", "functional_update",
+              "load_functional_state")
+
+    def __init__(self, opt):
+        object.__setattr__(self, "_opt", opt)
+
+    def __getattr__(self, name):
+        if name not in self.PUBLIC:
+            raise AssertionError(f"the Graph reached past the optimizer's public protocol: {name}")
+        return getattr(object.__getattribute__(self, "_opt"), name)
+
+
+def test_graph_drives_the_optimizer_through_its_public_protocol_only():
+    m_e, m_g = _model(), _model()
+    o_e = lf.optim.Adam(m_e.parameters(), lr=1e-2)
+    o_g = lf.optim.Adam(m_g.parameters(), lr=1e-2)
+    step = Step(m_g, _ProtocolOnly(o_g))
+    for i in range(3):
+        x, y = _data(seed=i)
+        _eager_step(m_e, o_e, x, y)
+        step(x, y)
+    _assert_same(m_e, m_g)
+    np.testing.assert_allclose(_np(o_g.state_dict()["state"][0]["exp_avg"]),
+                               _np(o_e.state_dict()["state"][0]["exp_avg"]), rtol=1e-5, atol=1e-6)
+
+
+def test_a_signature_change_retraces():
+    m = _model()
+    opt = lf.optim.SGD(m.parameters(), lr=0.1)
+    step = Step(m, opt)
+    x, y = _data()
+    step(x, y)
+    step(*_data(n=4))  # a new batch size
+    m[3].bias.requires_grad_(False)  # a new set of trained parameters
+    b = _np(m[3].bias)
+    step(x, y)
+    np.testing.assert_array_equal(_np(m[3].bias), b)
+    opt.param_groups[0]["nesterov"] = True  # a new static flag of the update
+    opt.param_groups[0]["momentum"] = 0.5
+    step(x, y)
+    assert step.cache_info().compiles == 4 and "momentum_buffer" in opt.state[m[0].weight]
+    step(x, y)  # the optimizer state now holds momentum buffers: a new program input
+    step(x, y)
+    assert step.cache_info()[:3] == (5, 5, 1)
+
+
 def test_build_errors_are_graph_errors():
     class Bad(nn.Graph):
         def __init__(self, model, what):

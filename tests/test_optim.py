@@ -2,6 +2,7 @@
 
 import copy
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -197,6 +198,96 @@ def test_donation_never_invalidates_live_references():
     np.testing.assert_array_equal(held.numpy(), before)
     np.testing.assert_array_equal(snapshot["state"][0]["momentum_buffer"].numpy(), buf)
     assert not np.array_equal(p.numpy(), before)
+
+
+def test_step_donates_buffers_and_copies_only_shared_ones():
+    init, grads = _data(shapes=[(8, 8), (8,)])
+    p, q = (lf.tensor(a, requires_grad=True) for a in init)
+    opt = lf.optim.SGD([p, q], lr=0.1, momentum=0.9)
+    for k in range(2):
+        _set_grads([p, q], grads[k], lf)
+        opt.step()
+    mine = [p, opt.state[p]["momentum_buffer"], opt.state[q]["momentum_buffer"]]
+    ptrs = [t.data_ptr() for t in mine]
+    held = q.detach()
+    before = held.numpy()
+    _set_grads([p, q], grads[2], lf)
+    opt.step()
+    assert [t.data_ptr() for t in mine] == ptrs, "the step copied buffers it could have donated"
+    assert not held.jax().is_deleted()
+    np.testing.assert_array_equal(held.numpy(), before)
+    assert not np.array_equal(q.numpy(), before)
+
+
+def test_functional_protocol_in_a_users_jax_jit_loop_matches_torch():
+    """The public protocol, driven by a jax.jit loop: torch's trajectory and torch's state_dict at the end."""
+    init, grads = _data()
+    lp = [lf.tensor(a, requires_grad=True) for a in init]
+    tp = [torch.tensor(a, requires_grad=True) for a in init]
+    second = dict(lr=0.003, betas=(0.8, 0.99))
+    lo = lf.optim.Adam(_groups(lp, second), lr=0.01, amsgrad=True)
+    to = torch.optim.Adam(_groups(tp, second), lr=0.01, amsgrad=True)
+    traces = []
+
+    @jax.jit
+    def update(params, grads, state, hyper):
+        traces.append(1)
+        return lo.functional_update(params, grads, state, hyper)
+
+    params, state = [p.jax() for p in lp], lo.functional_state()
+    for k in range(STEPS):
+        for opt in (lo, to):
+            opt.param_groups[1]["lr"] = 0.003 / (k + 1)
+            if k == 10:
+                opt.param_groups[0]["weight_decay"] = 0.1  # a new static branch: one retrace
+        gs = [jnp.asarray(g) for g in grads[k]]
+        _set_grads(tp, grads[k], torch)
+        if k == 15:  # no gradient: that parameter and its state are left alone, as torch does
+            gs[2], tp[2].grad = None, None
+        params, state = update(params, gs, state, lo.functional_hyperparams())
+        to.step()
+    assert len(traces) == 3  # first program, the weight-decay branch, the step without a gradient
+    _close([lf.from_jax(a) for a in params], tp)
+    lo.load_functional_state(state)
+    ls, ts = lo.state_dict(), to.state_dict()
+    assert ls["param_groups"] == ts["param_groups"] and list(ls["state"]) == list(ts["state"])
+    for i, st in ts["state"].items():
+        assert list(ls["state"][i]) == list(st)
+        for key, v in st.items():
+            np.testing.assert_allclose(ls["state"][i][key].numpy(), v.numpy(), rtol=RTOL, atol=1e-6, err_msg=key)
+
+
+def test_functional_protocol_contract():
+    p = lf.tensor([1.0, 2.0], requires_grad=True)
+    opt = lf.optim.SGD([p], lr=0.1, momentum=0.9, nesterov=True)
+    hyper = opt.functional_hyperparams()
+    assert all(not isinstance(x, bool) for x in jax.tree_util.tree_leaves(hyper))  # flags are static structure
+    assert opt.functional_state() == [{}] and opt.state_dict()["state"] == {}  # SGD's buffer comes with a step
+    with pytest.raises(ValueError, match="1 parameters"):
+        opt.functional_update([p.jax(), p.jax()], [None, None], [{}, {}], hyper)
+    with pytest.raises(ValueError, match="2 states for 1 parameters"):
+        opt.load_functional_state([{}, {}])
+    new_params, new_state = opt.functional_update([p.jax()], [jnp.ones(2, jnp.float32)], [{}], hyper)
+    np.testing.assert_allclose(np.asarray(new_params[0]), [1.0 - 0.1 * 1.9, 2.0 - 0.1 * 1.9], rtol=1e-6)
+    np.testing.assert_array_equal(p.numpy(), [1.0, 2.0])  # pure: nothing written until it is loaded
+    opt.load_functional_state(new_state)
+    np.testing.assert_array_equal(opt.state_dict()["state"][0]["momentum_buffer"].numpy(), [1.0, 1.0])
+
+
+def test_state_an_update_leaves_out_survives_donation():
+    init, grads = _data(shapes=[(4,)])
+    lp, tp = lf.tensor(init[0], requires_grad=True), torch.tensor(init[0], requires_grad=True)
+    lo, to = lf.optim.Adam([lp], lr=0.1, amsgrad=True), torch.optim.Adam([tp], lr=0.1, amsgrad=True)
+    for k in range(3):
+        if k == 2:
+            lo.param_groups[0]["amsgrad"] = to.param_groups[0]["amsgrad"] = False
+        _set_grads([lp], [grads[k][0]], lf)
+        _set_grads([tp], [grads[k][0]], torch)
+        lo.step()
+        to.step()
+    _close([lp], [tp])
+    np.testing.assert_allclose(lo.state[lp]["max_exp_avg_sq"].numpy(), to.state[tp]["max_exp_avg_sq"].numpy(),
+                               rtol=RTOL)
 
 
 def test_parameters_and_closure():

@@ -1,16 +1,27 @@
-"""``lf.compile``: run a function or module as one compiled XLA program per input signature.
+"""The one graph-mode pipeline: ``lf.compile`` runs on it directly, ``lf.nn.Graph`` through four hooks.
 
 A compiled callable keeps a bounded LRU of *variants*, one per signature: the structure of the arguments, each
-tensor argument's (shape, dtype, placement), Python arguments by value, the train/eval flags of the module tree,
-the state tensors' metas, and which inputs need gradients. A variant is traced once through the op table and
-jitted; parameters, buffers and tensors captured from outside are *inputs* of the program (never constants), so
-eager updates, ``load_state_dict`` and optimizer steps are seen without retracing. Buffers written in forward are
-program outputs written back into the same tensor objects. With gradients enabled the forward runs as one
-compiled ``jax.vjp`` and the tape gets a single node whose backward is the compiled VJP of the whole forward.
+tensor argument's (shape, dtype, placement), Python arguments by value, the state tensors' metas, which of them
+need gradients, the structure and array shapes of the auxiliary inputs, the train/eval flags of the module tree
+and the mesh. A variant is traced once through the op table (:func:`.functionalize.trace_pure`) and jitted;
+parameters, buffers and tensors captured from outside are *inputs* of the program (never constants), so eager
+updates, ``load_state_dict`` and optimizer steps are seen without retracing. State written by the program comes
+back as outputs and is written into the same tensor objects by one loop; the random-number offset advances by the
+number of draws traced. With gradients enabled (``lf.compile``) the forward runs as one compiled ``jax.vjp`` and the
+tape gets a single node whose backward is the compiled VJP of the whole forward.
+
+What a subclass adds (``lf.nn.Graph``: backward and the optimizers' ``functional_update`` inside the program):
+
+* ``_state()``: its state tensors; the first ``n`` are *carried*: donated to the program and always written back (a
+  buffer something else also references is donated as a copy, :func:`lazyflow._core.refs.owned`).
+* ``_aux()``: ``(donated, kept)`` pytrees of arrays passed beside the state (optimizer state, hyperparameters).
+* ``_body(call, arg_vals, donated, kept)``: runs inside the trace; returns ``(out, aux_out)``.
+* ``_after(aux_out)``: stores ``aux_out`` once the program has run.
 """
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections import OrderedDict, namedtuple
 
@@ -20,15 +31,22 @@ import numpy as np
 
 from .._core.context import state
 from .._core.errors import AutogradError, GraphError
+from .._core.placement import sharding_of
+from .._core.refs import owned
 from .._creation import default_generator
 from .._tensor import Tensor, _make, _meta_of
 from ..autograd.node import Node
-from .functionalize import rng_inputs, trace_pure
+from .functionalize import rng_inputs, trace_pure, wrap_args
 from .mesh_config import MeshConfig
 
-__all__ = ["CompileInfo", "CompiledFunction", "compile_function"]
+__all__ = ["CompileInfo", "CompiledFunction"]
 
 CompileInfo = namedtuple("CompileInfo", "traces compiles hits variants fallbacks")
+# Donation is an optimisation asked for whenever it is safe; XLA declining it for a buffer is not the user's concern
+# (and filtering per call would cost more than the dispatch), so this one message is silenced once.
+warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
+_PY_SCALARS = frozenset((float, int, bool, complex))
+_NO_AUX = (None, None)
 
 _is_tensor = lambda x: isinstance(x, Tensor)  # noqa: E731
 
@@ -51,16 +69,21 @@ class _IdSet:
         return id(t) in self._ids
 
 
-class _Variant:
-    __slots__ = ("kernel", "fwd", "bwd", "out_tree", "out_metas", "n_rng", "written", "info", "state_tensors",
-                 "diff_state", "diff_args")
+def _aux_key(a):
+    return type(a) if type(a) in _PY_SCALARS else (a.shape, a.dtype)
 
-    def __init__(self):
+
+class _Variant:
+    __slots__ = ("kernel", "fwd", "bwd", "out_tree", "out_metas", "n_rng", "written", "info", "n_carry",
+                 "diff", "connect", "donates")
+
+    def __init__(self, n_carry, diff, connect, donates):
         self.kernel = self.fwd = self.bwd = None
         self.out_tree = self.out_metas = None
         self.n_rng = 0
         self.written = ()
         self.info = None
+        self.n_carry, self.diff, self.connect, self.donates = n_carry, diff, connect, donates
 
 
 class _CallEntry:
@@ -82,17 +105,21 @@ class _CallEntry:
 
 
 class CompiledFunction:
-    """A compiled plain function of tensors (see :func:`lazyflow.compile`)."""
+    """A compiled plain function of tensors (see :func:`lazyflow.compile`), and the pipeline every compiled
+    program runs on (see the module docstring)."""
 
-    def __init__(self, fn, *, cache_size_limit: int = 8, recompile_limit: int = 8,
-                 on_recompile_limit: str = "eager", name: str | None = None):
+    _trace_grad = False  # True: the traced code records its own tape (nn.Graph calls backward inside the program)
+
+    def __init__(self, fn, *, cache_size_limit: int = 8, recompile_limit: int | None = 8,
+                 on_recompile_limit: str = "eager", name: str | None = None, where: str | None = None):
         if on_recompile_limit not in ("eager", "raise"):
             raise ValueError(f"on_recompile_limit must be 'eager' or 'raise', got {on_recompile_limit!r}")
         for nm, v in (("cache_size_limit", cache_size_limit), ("recompile_limit", recompile_limit)):
-            if not isinstance(v, int) or v < 1:
+            if not (isinstance(v, int) and v >= 1) and not (v is None and nm == "recompile_limit"):
                 raise ValueError(f"{nm} must be a positive int, got {v!r}")
         self._fn = fn
         self._name = name or getattr(fn, "__qualname__", type(fn).__name__)
+        self._where = where or f"lf.compile({self._name})"
         self._variants: OrderedDict = OrderedDict()
         self._limit = cache_size_limit
         self._recompile_limit = recompile_limit
@@ -101,13 +128,27 @@ class CompiledFunction:
         self._warned = False
         self._last_key = None
         self._lifted: list[Tensor] = []  # tensors captured from outside, lifted to inputs
+        self._debug = 0
         self.__wrapped__ = fn
         self.__doc__ = getattr(fn, "__doc__", None)
         self.config = MeshConfig()  # .data_parallel(mesh, axis) / .shard_parameters(mesh, axis)
 
-    # -- hooks overridden by CompiledModule
-    def _state_tensors(self):
-        return []
+    # -- hooks (see the module docstring); CompiledModule overrides the state ones, nn.Graph all of them
+    def _state(self) -> tuple[list[Tensor], int]:
+        """The program's own state tensors (no duplicates) and how many leading ones are carried."""
+        return [], 0
+
+    def _aux(self):
+        """``(donated, kept)`` array pytrees. A donated leaf referenced by more than its owner's slot and the
+        container built here is donated as a copy."""
+        return _NO_AUX
+
+    def _body(self, call, arg_vals, donated, kept):
+        """Inside the trace: ``call(arg_vals)`` runs the user's function on traced arguments."""
+        return call(arg_vals), None
+
+    def _after(self, aux_out) -> None:
+        """After the program ran and the state was written back."""
 
     def _extra_key(self):
         return ()
@@ -127,29 +168,45 @@ class CompiledFunction:
         if state.tracing:  # nested inside another trace: just inline
             return self._eager_call(args, kwargs)
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
-        own = self._state_tensors()
+        own, n_carry = self._state()
         lifted = self._lifted
         all_state = own + lifted if lifted else own
         if self.config.mesh is not None:
             ps = self._param_set()
             leaves = self.config._place([t for t in own if t in ps], [t for t in all_state if t not in ps], leaves)
-        grad = state.grad_enabled and (any(t._rg for t in all_state) or any(
-            isinstance(x, Tensor) and x._rg for x in leaves))
-        key = (tree, tuple(_leaf_key(x) for x in leaves), tuple(t._meta for t in all_state), grad,
-               self._extra_key(), self.config._mesh_key())
+        aux = self._aux()
+        if aux is _NO_AUX:
+            d_leaves, d_tree, k_leaves, k_tree = (), None, (), None
+        else:
+            d_leaves, d_tree = jax.tree_util.tree_flatten(aux[0])
+            k_leaves, k_tree = jax.tree_util.tree_flatten(aux[1])
+        tensor_leaves = [x for x in leaves if isinstance(x, Tensor)]
+        connect = False
+        if self._trace_grad or state.grad_enabled:
+            diff = (tuple(i for i, t in enumerate(all_state) if t._rg),
+                    () if self._trace_grad else tuple(i for i, t in enumerate(tensor_leaves) if t._rg))
+            connect = not self._trace_grad and bool(diff[0] or diff[1])
+        else:
+            diff = None
+        key = (tree, tuple(_leaf_key(x) for x in leaves), (n_carry, tuple(t._meta for t in all_state)),
+               (diff, connect), self._extra_key(), (d_tree, k_tree, tuple(_aux_key(a) for a in d_leaves),
+                                                    tuple(_aux_key(a) for a in k_leaves)),
+               self.config._mesh_key())
+        donates = bool(n_carry or d_leaves)
+        del d_leaves  # it references the buffers too: gone before the donation check
         v = self._variants.get(key)
         if v is None:
-            v = self._new_variant(key, leaves, all_state, grad)
+            v = self._new_variant(key, tree, leaves, all_state, _Variant(n_carry, diff, connect, donates))
             if v is None:
                 self._fallbacks += 1
                 return self._eager_call(args, kwargs)
         else:
             self._variants.move_to_end(key)
             self._hits += 1
-        return self._run(v, leaves, all_state, grad)
+        return self._run(v, tensor_leaves, all_state, aux)
 
-    def _new_variant(self, key, leaves, all_state, grad):
-        if self._compiles >= self._recompile_limit:
+    def _new_variant(self, key, tree, leaves, all_state, v):
+        if self._recompile_limit is not None and self._compiles >= self._recompile_limit:
             what = _what_changed(self._last_key, key)
             if not self._warned:
                 self._warned = True
@@ -160,12 +217,7 @@ class CompiledFunction:
                 raise GraphError(f"lf.compile({self._name}): recompile limit ({self._recompile_limit}) reached; "
                                  f"{what}; raise the limit with lf.compile(..., recompile_limit=N)")
             return None
-        v = _Variant()
-        v.state_tensors = all_state
-        tensor_leaves = [x for x in leaves if isinstance(x, Tensor)]
-        v.diff_state = tuple(i for i, t in enumerate(all_state) if grad and t._rg)
-        v.diff_args = tuple(i for i, t in enumerate(tensor_leaves) if grad and t._rg)
-        self._build(v, key[0], leaves, grad)
+        self._build(v, tree, leaves, all_state)
         self._compiles += 1
         self._last_key = key
         self._variants[key] = v
@@ -173,61 +225,97 @@ class CompiledFunction:
             self._variants.popitem(last=False)
         return v
 
-    def _readonly_ids(self, all_state):
-        return {id(t) for t in self._lifted}
-
-    def _build(self, v, tree, leaves, grad):
-        fn = self._fn
+    def _build(self, v, tree, leaves, all_state):
+        fn, body, where = self._fn, self._body, self._where
         info = {}
-        all_state = v.state_tensors
-        readonly = self._readonly_ids(all_state)
-        n_state = len(all_state)
-        where = f"lf.compile({self._name})"
+        readonly = {id(t) for t in self._lifted}
+        n_carry, n_state = v.n_carry, len(all_state)
+        shardings = None
+        if self.config.mesh is not None:  # keep every piece of state where it lives: no drift, no recompiles
+            shardings = [sharding_of(t._meta[2]) for t in all_state]
 
-        def pure(state_vals, arg_vals, seed, offset):
+        def call(arg_vals):
+            args, kwargs = jax.tree_util.tree_unflatten(tree, wrap_args(leaves, arg_vals))
+            return fn(*args, **kwargs)
+
+        def pure(state_vals, donated, kept, arg_vals, seed, offset):
             self._traces += 1
-            out_vals, out_tree, new_state, n_rng, captured = trace_pure(
-                fn, all_state, readonly, state_vals, tree, leaves, arg_vals, seed, offset, grad=False,
-                where=where)
-            written = tuple(i for i in range(n_state) if i not in readonly and new_state[i] is not state_vals[i])
+            out_vals, out_tree, new_state, n_rng, captured, aux_out = trace_pure(
+                lambda: body(call, arg_vals, donated, kept), all_state, readonly, state_vals, seed, offset,
+                grad=self._trace_grad, where=where)
+            written = tuple(range(n_carry)) + tuple(
+                i for i in range(n_carry, n_state)
+                if id(all_state[i]) not in readonly and new_state[i] is not state_vals[i])
+            new = [new_state[i] for i in written]
+            if shardings is not None:
+                new = [jax.lax.with_sharding_constraint(x, shardings[i]) if shardings[i] is not None else x
+                       for i, x in zip(written, new)]
             info.update(out_tree=out_tree, n_rng=n_rng, written=written, captured=captured)
-            return out_vals, [new_state[i] for i in written]
+            return out_vals, (new, aux_out)
 
-        ds, da = v.diff_state, v.diff_args
+        def kernel(carried, rest, donated, kept, arg_vals, seed, offset):
+            out_vals, (new, aux_out) = pure(list(carried) + list(rest), donated, kept, arg_vals, seed, offset)
+            # donated outputs first, in the donated inputs' order: JAX pairs each output with the first unused
+            # donated input of its shape, so every buffer is updated where it lives
+            return new[:n_carry], aux_out, new[n_carry:], out_vals
 
-        def fwd(dvals, state_vals, arg_vals, seed, offset):
-            def f(d):
-                sv, av = list(state_vals), list(arg_vals)
-                for j, i in enumerate(ds):
-                    sv[i] = d[j]
-                for j, i in enumerate(da):
-                    av[i] = d[len(ds) + j]
-                return pure(sv, av, seed, offset)
-
-            outs, vjp_fn, new = jax.vjp(f, dvals, has_aux=True)
-            return outs, new, vjp_fn
-
-        v.kernel = jax.jit(pure)
-        v.fwd = jax.jit(fwd)
+        v.kernel = jax.jit(kernel, donate_argnums=(0, 2) if v.donates else ())
         v.info = info
+        if v.connect:
+            ds, da = v.diff
 
-    def _run(self, v, leaves, all_state, grad):
-        tensor_leaves = [x for x in leaves if isinstance(x, Tensor)]
+            def fwd(dvals, state_vals, donated, kept, arg_vals, seed, offset):
+                def f(d):
+                    sv, av = list(state_vals), list(arg_vals)
+                    for j, i in enumerate(ds):
+                        sv[i] = d[j]
+                    for j, i in enumerate(da):
+                        av[i] = d[len(ds) + j]
+                    return pure(sv, donated, kept, av, seed, offset)
+
+                outs, vjp_fn, (new, aux_out) = jax.vjp(f, dvals, has_aux=True)
+                return outs, new, aux_out, vjp_fn
+
+            v.fwd = jax.jit(fwd)
+
+    def _run(self, v, tensor_leaves, all_state, aux):
+        donated, kept = aux
         arg_vals = [x._value for x in tensor_leaves]
-        state_vals = [t._value for t in all_state]
         seed, offset = rng_inputs()
+        first = v.out_tree is None
+        t0 = time.perf_counter()
         diff_tensors = None
-        if grad and (v.diff_state or v.diff_args):
-            diff_tensors = [all_state[i] for i in v.diff_state] + [tensor_leaves[i] for i in v.diff_args]
-            outs, new, vjp_fn = v.fwd([t._value for t in diff_tensors], state_vals, arg_vals, seed, offset)
+        if v.connect:
+            diff_tensors = [all_state[i] for i in v.diff[0]] + [tensor_leaves[i] for i in v.diff[1]]
+            outs, new, aux_out, vjp_fn = v.fwd([t._value for t in diff_tensors], [t._value for t in all_state],
+                                               donated, kept, arg_vals, seed, offset)
             if v.bwd is None:
                 v.bwd = _make_bwd(outs)
         else:
-            outs, new = v.kernel(state_vals, arg_vals, seed, offset)
-        if v.out_tree is None:
+            n = v.n_carry
+            rest = [t._value for t in all_state[n:]]
+            if v.donates:  # a buffer something else holds (an alias, a snapshot...) is donated as a copy
+                carried = owned([t._value for t in all_state[:n]])
+                d_leaves, d_tree = jax.tree_util.tree_flatten(donated)
+                del donated
+                donated = jax.tree_util.tree_unflatten(d_tree, owned(d_leaves, holders=2))
+                del d_leaves
+            else:
+                carried = []
+            call_args = (carried, rest, donated, kept, arg_vals, seed, offset)
+            del carried, rest, donated
+            if first and self._debug >= 2:
+                self._print_program(v.kernel, call_args)
+            new, aux_out, rest_new, outs = v.kernel(*call_args)
+            del call_args
+            new += rest_new
+        if first:
             info = v.info
             v.out_tree, v.n_rng, v.written = info["out_tree"], info["n_rng"], info["written"]
             v.out_metas = [None if o is None else _meta_of(o) for o in outs]
+            if self._debug:
+                print(f"[{self._where}] traced and compiled variant #{self._compiles} in "
+                      f"{time.perf_counter() - t0:.3f} s")
             captured = [t for t in info["captured"].values() if all(t is not s for s in all_state)]
             if captured:
                 # this call ran with the captured values baked in (correct now); lift them to inputs from now on
@@ -239,6 +327,7 @@ class CompiledFunction:
             t._version += 1
         if v.n_rng:
             default_generator._offset += v.n_rng
+        self._after(aux_out)
         res = [None if o is None else _make(o, m) for o, m in zip(outs, v.out_metas)]
         if diff_tensors is not None:
             entry = _CallEntry(v, vjp_fn, len(diff_tensors))
@@ -247,6 +336,12 @@ class CompiledFunction:
                 if t is not None and t._meta[1].is_floating_point:
                     t._rg, t._node, t._oidx = True, tnode, i
         return jax.tree_util.tree_unflatten(v.out_tree, res)
+
+    def _print_program(self, kernel, call_args) -> None:
+        traced = kernel.trace(*call_args)
+        print(f"[{self._where}] traced program:\n{traced.jaxpr}")
+        if self._debug >= 3:
+            print(f"[{self._where}] optimized HLO:\n{traced.lower().compile().as_text()}")
 
 
 def _make_bwd(outs):
@@ -285,7 +380,3 @@ def _what_changed(old, new) -> str:
     if old[4] != new[4]:
         return "the module switched between train and eval"
     return "the input signature changed"
-
-
-def compile_function(fn, **options) -> CompiledFunction:
-    return CompiledFunction(fn, **options)

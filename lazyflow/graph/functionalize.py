@@ -1,9 +1,9 @@
 """Split, pure function, write back: turn user code over Tensors into a pure function over arrays.
 
-``run_pure`` installs tracer values into the given state tensors (parameters, buffers, lifted captures), runs the
-user's body under the trace interpreter, collects the outputs and the final state values, and restores the
-original values -- whatever happens. The compiled wrappers (:mod:`.compile`, :mod:`.nn_graph`) jit it and write
-results back into the same tensor objects.
+:func:`trace_pure` installs tracer values into the given state tensors (parameters, buffers, lifted captures), runs
+a body under the trace interpreter, collects the outputs and the final state values, and restores the original
+values -- whatever happens. :mod:`.compile` jits it and writes the results back into the same tensor objects; it is
+the one pipeline under ``lf.compile`` and ``lf.nn.Graph``.
 """
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ class RngCounter:
         return self.seed, self.offset + jnp.uint32(k)
 
 
+def traced(v) -> Tensor:
+    """A Tensor over a traced value."""
+    return _make(v, _tmeta(v))
+
+
 def flatten_out(out, where: str):
     """Flatten a result pytree; every leaf must be a Tensor (or None)."""
     leaves, tree = jax.tree_util.tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor) or x is None)
@@ -57,13 +62,18 @@ def flatten_out(out, where: str):
     return vals, tree
 
 
+def set_traced(t: Tensor, v) -> None:
+    """Give a state tensor a new traced value inside the trace (e.g. an optimizer's updated parameter)."""
+    t._value = v
+    t._meta = _tmeta(v)
+
+
 def install(tensors, vals):
     """Swap tracer values into tensors; returns what to restore."""
     saved = []
     for t, v in zip(tensors, vals):
         saved.append((t, t._value, t._meta, t._rg, t._node, t._oidx, t.grad, t._version))
-        t._value = v
-        t._meta = _tmeta(v)
+        set_traced(t, v)
         t._node = None
     return saved
 
@@ -78,32 +88,24 @@ def wrap_args(leaves, vals):
     out = []
     it = iter(vals)
     for leaf in leaves:
-        if isinstance(leaf, Tensor):
-            v = next(it)
-            t = _make(v, _tmeta(v))
-            out.append(t)
-        else:
-            out.append(leaf)
+        out.append(traced(next(it)) if isinstance(leaf, Tensor) else leaf)
     return out
 
 
-def body_call(fn, args_tree, arg_leaves, arg_vals):
-    """Rebuild ``(args, kwargs)`` with traced tensors and call ``fn``."""
-    args, kwargs = jax.tree_util.tree_unflatten(args_tree, wrap_args(arg_leaves, arg_vals))
-    return fn(*args, **kwargs)
+def trace_pure(body, state_tensors, readonly_ids, state_vals, seed, offset, *, grad: bool, where: str):
+    """Run ``body()`` once under the trace interpreter with ``state_vals`` installed in ``state_tensors``.
 
-
-def trace_pure(fn, state_tensors, readonly_ids, state_vals, args_tree, arg_leaves, arg_vals, seed, offset,
-               *, grad: bool, where: str):
-    """Run ``fn`` once under the trace interpreter; returns (out_vals, out_tree, new_state_vals, rng_count,
-    captured) -- all values are tracers of the enclosing jax trace."""
+    ``body`` returns ``(out, aux_out)``: ``out`` a pytree of Tensors, ``aux_out`` any pytree of arrays.
+    Returns ``(out_vals, out_tree, new_state_vals, rng_count, captured, aux_out)``; every value is a tracer of the
+    enclosing jax trace.
+    """
     rng = RngCounter(seed, offset)
     saved = install(state_tensors, state_vals)
     prev_grad = state.grad_enabled
     try:
         with Tracing(readonly_ids, rng) as ctx:
             state.grad_enabled = grad
-            out = body_call(fn, args_tree, arg_leaves, arg_vals)
+            out, aux_out = body()
             out_vals, out_tree = flatten_out(out, where)
         new_state = [t._value for t in state_tensors]
         for t in state_tensors:
@@ -112,20 +114,7 @@ def trace_pure(fn, state_tensors, readonly_ids, state_vals, args_tree, arg_leave
             if not isinstance(t._value, _Tracer):
                 raise GraphError(f"{where}: state tensor of shape {list(t.shape)} was replaced by a concrete value "
                                  "during the trace; update buffers with in-place ops (copy_, mul_, add_)")
-        return out_vals, out_tree, new_state, rng.count, ctx.captured
+        return out_vals, out_tree, new_state, rng.count, ctx.captured, aux_out
     finally:
         state.grad_enabled = prev_grad
         restore(saved)
-
-
-def to_tensor_out(out_vals, metas, out_tree):
-    leaves = [None if v is None else _make(v, m) for v, m in zip(out_vals, metas)]
-    return jax.tree_util.tree_unflatten(out_tree, leaves)
-
-
-def meta_of_concrete(v):
-    from .._tensor import _meta_of
-
-    return None if v is None else _meta_of(v)
-
-

@@ -53,6 +53,15 @@ class MeshConfig:
     def _mesh_key(self):
         return (id(self.mesh), self.data_axis, self.param_axis)
 
+    def _param_sharding(self, shape):
+        """Where a parameter (or optimizer state) of ``shape`` lives on the mesh."""
+        return param_sharding(shape, self.mesh, self.param_axis)
+
+    def _place_array(self, value):
+        """``value`` (optimizer state) placed like a parameter of its shape."""
+        sharding = self._param_sharding(value.shape)
+        return value if value.sharding == sharding else to_global(value, sharding)
+
     def _place(self, params, replicated_state, leaves):
         """Place state in the mesh (rebinding the same tensor objects) and return batch leaves placed for it."""
         if self.mesh is None:

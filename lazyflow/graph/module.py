@@ -20,20 +20,25 @@ __all__ = ["CompiledModule", "WRAPPER_PREFIXES"]
 WRAPPER_PREFIXES = ("_orig_mod.", "module.")
 
 
-class _ModuleProgram(CompiledFunction):
-    def __init__(self, module, **opts):
-        super().__init__(module, name=type(module).__name__, **opts)
-        self._module = module
-
-    def _state_tensors(self):
-        seen, out = set(), []
-        for m in self._module.modules():
+def module_state(modules, out: list, seen: set) -> list:
+    """Append the parameters and buffers of ``modules`` (and their children) not yet in ``seen`` to ``out``."""
+    for module in modules:
+        for m in module.modules():
             for store in (m._parameters, m._buffers):
                 for t in store.values():
                     if t is not None and id(t) not in seen:
                         seen.add(id(t))
                         out.append(t)
-        return out
+    return out
+
+
+class _ModuleProgram(CompiledFunction):
+    def __init__(self, module, **opts):
+        super().__init__(module, name=type(module).__name__, **opts)
+        self._module = module
+
+    def _state(self):
+        return module_state((self._module,), [], set()), 0
 
     def _extra_key(self):
         return tuple(m.training for m in self._module.modules())

@@ -1,36 +1,32 @@
 """The ``Optimizer`` base class: torch's API as a stateful shell around a pure update function.
 
-Hooks shared by eager ``step()`` and graph mode (``lf.nn.Graph`` compiles the same update inside its
-training-step program):
+Two layers (torch's ``SGD.step()`` over ``torch.optim._functional.sgd`` is the model):
 
-* ``_update(hyper, params, grads, states) -> (new_params, new_states)`` -- PURE, over lists of JAX arrays.
-  ``hyper`` maps each hyperparameter name to a number or a JAX tracer (``lr``, ``momentum``, ``betas``,
-  ``eps``, ...) and each static flag name to a Python value (``nesterov``, ``amsgrad``, ``maximize``, and
-  derived flags such as ``has_momentum``). ``states[i]`` maps torch's state names (``"step"``,
-  ``"momentum_buffer"``, ``"exp_avg"``...) to arrays; the returned state dicts may hold keys the input
-  lacked (SGD creates its momentum buffer on the first step, like torch). It must depend only on its
-  arguments: eager mode caches the traced program per (class, static flags).
-* ``_split_hyper(group) -> (dynamic, static)``: the group's hyperparameters as a dict of values to pass
-  as (traceable) arguments, and a hashable tuple of ``(name, value)`` static flags. ``_hyper(group)``
-  merges them into the dict ``_update`` takes.
-* ``_init_state(group_index, params=None)``: create the state entries torch creates before its update
-  (Adam's ``step``/``exp_avg``/``exp_avg_sq``...), for ``params`` (default: the group's parameters that
-  have a gradient) that have none yet.
-* ``_group_arrays(group, params=None) -> (plist, param_arrays, grad_arrays, state_arrays)``: the
-  Parameter objects that take part (default: those with a gradient) and their arrays.
-* ``_write_back(plist, new_params, new_states)``: store results into the SAME Parameter and state Tensor
-  objects (``_value`` replaced, ``_version`` bumped; new state keys become new Tensors).
+* The PUBLIC functional protocol -- ``functional_state()``, ``functional_hyperparams()``,
+  ``functional_update(params, grads, state, hyper)``, ``load_functional_state(state)`` -- documented on
+  :class:`Optimizer`. Eager ``step()`` runs ``functional_update`` as one jitted program per call, ``lf.nn.Graph``
+  traces it inside its training-step program, and a user's own ``jax.jit`` loop can call it too.
+* The hooks a subclass (a new optimizer) implements:
 
-Eager ``step()`` is: for each group, ``_init_state``; ``_group_arrays``; one jitted call of ``_update``
-(hyperparameters passed as arguments, so changing ``param_groups[i]["lr"]`` never recompiles; parameter
-and state buffers donated when nothing else references them); ``_write_back``.
+  * ``_update(hyper, params, grads, states) -> (new_params, new_states)`` -- PURE, over lists of JAX arrays of
+    ONE parameter group. ``hyper`` maps each hyperparameter name to a number or a JAX tracer (``lr``,
+    ``momentum``, ``betas``, ``eps``, ...) and each static flag name to a Python value (``nesterov``,
+    ``amsgrad``, ``maximize``, and derived flags such as ``has_momentum``). ``states[i]`` maps torch's state
+    names (``"step"``, ``"momentum_buffer"``, ``"exp_avg"``...) to arrays; the returned state dicts may hold
+    keys the input lacked (SGD creates its momentum buffer on the first step, like torch). It must depend only
+    on its arguments: compiled programs are cached per (class, argument structure).
+  * ``_dynamic`` / ``_static`` / ``_derived_static(group)``: which group keys are traceable values and which
+    are static flags (``_split_hyper(group)`` returns both; ``_hyper(group)`` merges them into the dict
+    ``_update`` takes).
+  * ``_new_state(p, group)`` and, where state appears later, ``_init_state(group_index, params=None)``: the
+    state torch creates before its update (Adam's ``step``/``exp_avg``/``exp_avg_sq``...), for ``params``
+    (default: the group's parameters that have a gradient) that have none yet.
 """
 
 from __future__ import annotations
 
 import builtins
 import copy
-import sys
 import threading
 import warnings
 from collections import defaultdict, namedtuple
@@ -43,13 +39,14 @@ import numpy as np
 
 from .._core import dtypes as D
 from .._core.errors import OpError, ShapeError
+from .._core.placement import pid_of
+from .._core.refs import owned
 from .._tensor import Tensor, _make, _meta_of
 from ..autograd import enable_grad
 
-__all__ = ["Optimizer", "required", "cache_info", "clear_cache"]
+__all__ = ["Optimizer", "Hyperparameters", "required", "cache_info", "clear_cache"]
 
 _Tracer = jax.core.Tracer
-_getrefcount = sys.getrefcount
 
 
 class _RequiredParameter:
@@ -77,9 +74,10 @@ def cache_info() -> CacheInfo:
     """Counters of the eager optimizer-program cache.
 
     Returns:
-        ``CacheInfo(traces, entries)``: how many times an ``_update`` was traced (each trace is followed
-        by one XLA compilation) and how many jitted programs exist (one per class, static flags and
-        donation choice; each holds its own per-shape compilations).
+        ``CacheInfo(traces, entries)``: how many times ``functional_update`` was traced for ``step()`` (each
+        trace is followed by one XLA compilation) and how many jitted programs exist (one per class, plus one
+        without donation for a step called inside a trace; each holds its own compilations per argument
+        structure, static flags included).
     """
     return CacheInfo(_stats.traces, len(_programs))
 
@@ -90,24 +88,23 @@ def clear_cache() -> None:
     _stats.traces = 0
 
 
-def _program(cls, static: tuple, donate: bool):
-    key = (cls, static, donate)
+def _program(cls, donate: bool):
+    """The jitted ``functional_update`` of ``cls`` that ``step()`` runs (parameters and state donated or not)."""
+    key = (cls, donate)
     fn = _programs.get(key)
     if fn is None:
-        flags = dict(static)
 
-        def run(dynamic, params, grads, states):
+        def run(params, grads, states, hyper):
             _stats.traces += 1
-            new_params, new_states = _owner.opt._update({**dynamic, **flags}, params, grads, states)
-            _check_kinds(cls, params, states, new_params, new_states)
-            return new_params, new_states
+            return _owner.opt.functional_update(params, grads, states, hyper)
 
-        fn = _programs[key] = jax.jit(run, donate_argnums=(1, 3) if donate else ())
+        fn = _programs[key] = jax.jit(run, donate_argnums=(0, 2) if donate else ())
     return fn
 
 
-def _check_kinds(cls, params, states, new_params, new_states) -> None:
-    """At trace time: every updated array keeps its shape and dtype (``_write_back`` relies on it)."""
+def _check_kinds(cls, index, params, states, new_params, new_states) -> None:
+    """At trace time: every updated array keeps its shape and dtype (the write-back relies on it). ``index``: the
+    parameters' numbers, for the message."""
     if len(new_params) != len(params) or len(new_states) != len(states):
         raise OpError(f"{cls.__name__}._update returned {len(new_params)} parameters and {len(new_states)} states "
                       f"for {len(params)} parameters")
@@ -116,8 +113,43 @@ def _check_kinds(cls, params, states, new_params, new_states) -> None:
               for i, (old, new) in enumerate(zip(states, new_states)) for k in old if k in new]
     for what, i, a, b in pairs:
         if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
-            raise OpError(f"{cls.__name__}._update changed {what} {i} from {a.dtype}{list(a.shape)} to "
+            raise OpError(f"{cls.__name__}._update changed {what} {index[i]} from {a.dtype}{list(a.shape)} to "
                           f"{b.dtype}{list(b.shape)}; an update must keep shapes and dtypes")
+
+
+@jax.tree_util.register_pytree_node_class
+class Hyperparameters:
+    """One parameter group's hyperparameters, as :meth:`Optimizer.functional_update` takes them.
+
+    A JAX pytree: the numbers (``lr``, ``betas``, ``weight_decay``...) are its leaves, the flags (``nesterov``,
+    ``amsgrad``, ``maximize``...) and the group's number of parameters are its static structure. Passed to a
+    ``jax.jit`` function, a new learning rate is a new argument value (no retrace) and a new flag is a new
+    structure (a retrace, never a stale program). Made by :meth:`Optimizer.functional_hyperparams`.
+
+    Attributes:
+        values: ``{name: number, tuple of numbers or 0-d array}``.
+        flags: ``((name, value), ...)`` static flags.
+        size: how many consecutive entries of the flat parameter list belong to this group.
+    """
+
+    __slots__ = ("values", "flags", "size")
+
+    def __init__(self, values: dict[str, Any], flags: tuple, size: int) -> None:
+        self.values, self.flags, self.size = values, flags, size
+
+    def tree_flatten(self):
+        return (self.values,), (self.flags, self.size)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children) -> Hyperparameters:
+        return cls(children[0], *aux)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Values and flags in one dict: the ``hyper`` argument of a subclass's ``_update``."""
+        return {**self.values, **dict(self.flags)}
+
+    def __repr__(self) -> str:
+        return f"Hyperparameters({self.as_dict()}, size={self.size})"
 
 
 def _dynamic_value(name: str, v):
@@ -183,7 +215,22 @@ class Optimizer:
     Subclasses set ``_dynamic`` (group keys passed to ``_update`` as traceable values), ``_static`` (group
     keys passed as static flags), optionally ``_derived_static(group)``, ``_state_keys`` (state names
     that must be shaped like their parameter, validated by ``load_state_dict``), ``_new_state(p, group)``
-    and the pure ``_update``. See the module docstring for the contract graph mode relies on.
+    and the pure ``_update`` (see the module docstring).
+
+    **The functional protocol** (state in, state out) is what ``step()``, ``lf.nn.Graph`` and a user's own
+    ``jax.jit`` training loop all run. Parameters are numbered as in ``state_dict()``: every param group's
+    ``params``, in order, as one flat list.
+
+    * ``functional_state() -> state``: a list with one ``{name: jax.Array}`` dict per parameter (torch's
+      names: ``"step"``, ``"exp_avg"``...), empty where a parameter has no state yet. Creates the state torch
+      creates before a parameter's first update, for parameters that require grad (as ``step()`` would).
+    * ``functional_hyperparams() -> hyper``: one :class:`Hyperparameters` pytree per param group, read from
+      ``param_groups`` now (so after a scheduler's ``step()``, call it again).
+    * ``functional_update(params, grads, state, hyper) -> (new_params, new_state)``: PURE. ``params`` and
+      ``grads`` are flat lists of arrays (a ``None`` gradient leaves that parameter and its state unchanged);
+      the result has the same layout. Traceable: call it inside ``jax.jit``, ``jax.lax.scan``...
+    * ``load_functional_state(state)``: store a state back into the optimizer (the same state Tensor objects),
+      so ``state_dict()`` and eager ``step()`` continue from it.
 
     Args:
         params: an iterable of Tensors, of ``(name, Tensor)`` pairs, or of dicts defining param groups.
@@ -191,6 +238,12 @@ class Optimizer:
     Raises:
         TypeError: ``params`` is a single Tensor or contains a non-Tensor.
         ValueError: an empty parameter list, a non-leaf Tensor, or a parameter in two groups.
+
+    >>> opt = lf.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    >>> params = [p.jax() for p in model.parameters()]
+    >>> state, hyper = opt.functional_state(), opt.functional_hyperparams()
+    >>> grads = jax.grad(loss_fn)(params, x, y)
+    >>> params, state = opt.functional_update(params, grads, state, hyper)
     """
 
     _dynamic: tuple[str, ...] = ()
@@ -282,7 +335,9 @@ class Optimizer:
                     g.zero_()
 
     def step(self, closure=None):
-        """Perform one optimization step: one compiled update per parameter group.
+        """Perform one optimization step: ``functional_update`` over every parameter with a gradient, as one
+        compiled program (parameter and state buffers donated; one that something else references, such as a
+        ``detach()``ed alias or a ``state_dict()`` snapshot, is donated as a copy, so its holder keeps its value).
 
         Args:
             closure: optional callable that re-evaluates the model and returns the loss (run with
@@ -294,23 +349,100 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        plist, params, grads, states, hyper = [], [], [], [], []
         for index, group in enumerate(self.param_groups):
-            plist = self._params_with_grad(group)
-            if not plist:
+            ps = self._params_with_grad(group)
+            if not ps:
                 continue
-            self._init_state(index, plist)
-            plist, params, grads, states = self._group_arrays(group, plist)
-            dynamic, static = self._split_hyper(group)
-            donate = _donatable(params, states)
-            fn = _program(type(self), static, donate)
-            _owner.opt = self
-            try:
-                new_params, new_states = fn(dynamic, params, grads, states)
-            finally:
-                _owner.opt = None
-            del params, states
-            self._write_back(plist, new_params, new_states, same_meta=True)
+            self._init_state(index, ps)
+            arrays = self._group_arrays(group, ps)
+            for out, part in zip((plist, params, grads, states), arrays):
+                out += part
+            hyper.append(self._hyperparameters(group, len(ps)))
+        if not plist:
+            return loss
+        del arrays, part  # their lists reference the buffers too: drop them before the ownership check
+        donate = not isinstance(params[0], _Tracer)
+        if donate:  # a buffer something else holds (an alias, a state_dict() snapshot...) is donated as a copy
+            params = owned(params)
+            flat = owned([a for st in states for a in st.values()], holders=2)
+            it = iter(flat)
+            states = [{k: next(it) for k in st} for st in states]
+            del flat, it
+        fn = _program(type(self), donate)
+        _owner.opt = self
+        try:
+            new_params, new_states = fn(params, grads, states, hyper)
+        finally:
+            _owner.opt = None
+        del params, states
+        self._write_back(plist, new_params, new_states, same_meta=True)
         return loss
+
+    # ------------------------------------------------------------------ the functional protocol
+    def functional_state(self) -> list[dict[str, jax.Array]]:
+        """Every parameter's state as arrays (see the class docstring).
+
+        Returns:
+            One dict per parameter (state_dict numbering), ``{}`` for a parameter without state.
+        """
+        for index, group in enumerate(self.param_groups):
+            self._init_state(index, [p for p in group["params"] if p.requires_grad])
+        empty: dict = {}
+        return [{k: v._value for k, v in self.state.get(p, empty).items() if isinstance(v, Tensor)}
+                for p in self._flat_params()]
+
+    def functional_hyperparams(self) -> list[Hyperparameters]:
+        """Every param group's hyperparameters as they are now, one :class:`Hyperparameters` per group."""
+        return [self._hyperparameters(g, len(g["params"])) for g in self.param_groups]
+
+    def functional_update(self, params: list, grads: list, state: list[dict],
+                          hyper: list[Hyperparameters]) -> tuple[list, list[dict]]:
+        """One optimizer step as a pure function of arrays (see the class docstring).
+
+        Args:
+            params: the parameters' arrays, flat, in state_dict numbering.
+            grads: their gradients (same layout); ``None`` skips a parameter.
+            state: ``functional_state()`` or a previous call's result.
+            hyper: ``functional_hyperparams()``.
+        Returns:
+            ``(new_params, new_state)`` in the layout of ``params`` and ``state``.
+        Raises:
+            ValueError: the lists disagree in length with each other or with the groups in ``hyper``.
+            OpError: the update changed a parameter's or a state's shape or dtype.
+        """
+        n = sum(h.size for h in hyper)
+        if not len(params) == len(grads) == len(state) == n:
+            raise ValueError(f"functional_update: got {len(params)} parameters, {len(grads)} gradients and "
+                             f"{len(state)} states, but the param groups in hyper hold {n} parameters; pass "
+                             "flat lists in the optimizer's numbering (every group's params, in order)")
+        new_params, new_state = list(params), list(state)
+        start = 0
+        for h in hyper:
+            live = [i for i in range(start, start + h.size) if grads[i] is not None]
+            start += h.size
+            if not live:
+                continue
+            ps, ss = [params[i] for i in live], [state[i] for i in live]
+            nps, nss = self._update(h.as_dict(), ps, [grads[i] for i in live], ss)
+            _check_kinds(type(self), live, ps, ss, nps, nss)
+            for i, p, old, st in zip(live, nps, ss, nss):
+                # a name the update left out keeps its value (torch keeps state it does not touch), so every
+                # donated state buffer comes back
+                new_params[i], new_state[i] = p, st if old.keys() <= st.keys() else {**old, **st}
+        return new_params, new_state
+
+    def load_functional_state(self, state: list[dict]) -> None:
+        """Store ``state`` (``functional_update``'s result) into the optimizer: existing state Tensors are rebound
+        to the new arrays (same objects, version bumped), new names become new Tensors.
+
+        Raises:
+            ValueError: ``state`` does not hold one dict per parameter.
+        """
+        plist = self._flat_params()
+        if len(state) != len(plist):
+            raise ValueError(f"load_functional_state: got {len(state)} states for {len(plist)} parameters")
+        self._write_state(plist, state, _assign)
 
     def state_dict(self) -> dict[str, Any]:
         """The optimizer state in torch's layout.
@@ -424,8 +556,14 @@ class Optimizer:
         return dynamic, static
 
     def _hyper(self, group: dict) -> dict[str, Any]:
+        return self._hyperparameters(group, len(group["params"])).as_dict()
+
+    def _hyperparameters(self, group: dict, size: int) -> Hyperparameters:
         dynamic, static = self._split_hyper(group)
-        return {**dynamic, **dict(static)}
+        return Hyperparameters(dynamic, static, size)
+
+    def _flat_params(self) -> list[Tensor]:
+        return [p for g in self.param_groups for p in g["params"]]
 
     def _init_state(self, group_index: int, params: list[Tensor] | None = None) -> None:
         group = self.param_groups[group_index]
@@ -448,9 +586,13 @@ class Optimizer:
         """Store results into the same objects. ``same_meta``: the caller guarantees every value has its
         target's shape, dtype and placement (eager step: the program maps each array to its own kind)."""
         assign = _assign_same if same_meta else _assign
-        state = self.state
-        for p, value, new in zip(plist, new_params, new_states):
+        for p, value in zip(plist, new_params):
             assign(p, value)
+        self._write_state(plist, new_states, assign)
+
+    def _write_state(self, plist: list[Tensor], new_states: list[dict], assign) -> None:
+        state = self.state
+        for p, new in zip(plist, new_states):
             st = state.get(p)
             if st is None:
                 if not new:
@@ -460,7 +602,7 @@ class Optimizer:
                 t = st.get(k)
                 if t is None:
                     st[k] = _make(a)
-                else:
+                elif t._value is not a:
                     assign(t, a)
 
     def _load_value(self, p: Tensor, index, name, value):
@@ -499,41 +641,16 @@ class Optimizer:
 
 
 def _assign(t: Tensor, value) -> None:
-    """Replace ``t``'s value in place (same object), keeping its meta when shape and dtype are unchanged."""
+    """Replace ``t``'s value in place (same object), keeping its meta when shape, dtype and placement are unchanged."""
     meta = t._meta
-    if isinstance(value, _Tracer) or meta is None or tuple(value.shape) != meta[0] or value.dtype != meta[1].np:
+    if (isinstance(value, _Tracer) or meta is None or tuple(value.shape) != meta[0] or value.dtype != meta[1].np
+            or pid_of(value) != meta[2]):
         meta = _meta_of(value)
     t._value = value
     t._meta = meta
     t._version += 1
 
 
-def _baseline_refs() -> int:
-    """References to a buffer held only by its Tensor and our list, seen from the loop in ``_donatable``
-    (measured, not assumed: the count depends on the interpreter version)."""
-    holder = type("_Holder", (), {})()
-    holder.value = object()
-    for a in [holder.value]:
-        return _getrefcount(a)
-    return 0
-
-
-_BASELINE = _baseline_refs()
-
-
 def _assign_same(t: Tensor, value) -> None:
     t._value = value
     t._version += 1
-
-
-def _donatable(params: list, states: list[dict]) -> bool:
-    """Whether no other reference to any parameter/state buffer exists (then XLA may reuse them)."""
-    limit = _BASELINE
-    for a in params:
-        if _getrefcount(a) > limit or isinstance(a, _Tracer):
-            return False
-    for st in states:
-        for a in st.values():
-            if _getrefcount(a) > limit or isinstance(a, _Tracer):
-                return False
-    return True
