@@ -1,7 +1,10 @@
 """Graph (lazy) mode: ``lf.compile`` and ``lf.nn.Graph`` over the same Tensor/Parameter objects as eager mode."""
 
 from .._core.errors import GraphError
+from ..nn.module import Module
 from .compile import CompiledFunction, CompileInfo
+from .module import CompiledModule
+from .nn_graph import Graph, GraphConfig
 from .trace import TraceInterpreter, Tracing
 
 __all__ = ["GraphError", "CompiledFunction", "CompileInfo", "TraceInterpreter", "Tracing", "compile", "Graph",
@@ -34,24 +37,9 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, 
         return lambda m: compile(m, disable=disable, **kw)
     if disable:
         return model
-    from ..nn.module import Module
-
     if isinstance(model, Module):
-        from .module import CompiledModule
-
         return CompiledModule(model, **kw)
     if not callable(model):
         raise TypeError(f"lf.compile expects an lf.nn.Module or a callable, got {type(model).__name__}")
     return CompiledFunction(model, **kw)
 
-
-def __getattr__(name):
-    if name in ("Graph", "GraphConfig"):
-        from . import nn_graph
-
-        return getattr(nn_graph, name)
-    if name == "CompiledModule":
-        from .module import CompiledModule
-
-        return CompiledModule
-    raise AttributeError(f"module 'lazyflow.graph' has no attribute {name!r}")

@@ -19,6 +19,7 @@ from collections import OrderedDict, namedtuple
 import jax
 import jax.numpy as jnp
 
+from .._core import dtypes as D
 from .._core.context import state
 from .._core.errors import GraphError
 from ..amp import _AutocastInterpreter
@@ -45,8 +46,6 @@ class GraphConfig(MeshConfig):
     def enable_amp(self, mode: bool = True, *, dtype=None) -> None:
         """Mixed precision inside the step: matmuls/convs in ``dtype`` (bfloat16 by default), reductions, softmax
         and losses in float32; parameters and optimizer state stay float32 (same op lists as ``lf.autocast``)."""
-        from .._core import dtypes as D
-
         if not mode:
             self.amp_dtype = None
             return

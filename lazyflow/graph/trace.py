@@ -12,6 +12,7 @@ import functools
 import jax
 
 from .._core.context import state
+from .._core.dtypes import from_jax_dtype
 from .._core.errors import GraphError, user_frame
 from .._dispatch import (
     SCALAR_TYPES,
@@ -43,8 +44,6 @@ class TraceEntry(OpRecord):
 
 
 def _tmeta(v):
-    from .._core.dtypes import from_jax_dtype
-
     return (tuple(v.shape), from_jax_dtype(v.dtype), 0)
 
 

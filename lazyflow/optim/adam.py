@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._tensor import Tensor
+from .._tensor import Tensor, _make
 from . import _functional as F
 from .optimizer import Optimizer, _check_betas, _check_flags, _check_lr, _check_nonneg, _scalar_state, _state_array
 
@@ -75,6 +75,4 @@ class Adam(Optimizer):
 
 
 def _make_like(p):
-    from .._tensor import _make
-
     return _make(_state_array(p))
