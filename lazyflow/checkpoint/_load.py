@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from .._core.device import Device, to_jax_device
-from .._core.errors import CheckpointError, LazyflowError
+from .._core.errors import CheckpointError, CheckpointUnpicklingError, LazyflowError
 from .._tensor import _make
 from . import _crc, _layout, _multi, _unpickler
 from ._crc import dtype_from_name
@@ -304,7 +304,8 @@ def load(path: str | os.PathLike, *, map_location: Any = None,
     def persistent_load(pid):
         if not (isinstance(pid, tuple) and len(pid) == 2 and pid[0] == _unpickler.PID_TAG
                 and isinstance(pid[1], int) and 0 <= pid[1] < len(values)):
-            raise CheckpointError(f"{reader.where}: bad tensor reference {pid!r} in the metadata")
+            raise CheckpointUnpicklingError(f"{reader.where}: bad tensor reference {pid!r} in the metadata (expected "
+                                            f"('{_unpickler.PID_TAG}', index) with 0 <= index < {len(values)})")
         return values[pid[1]]
 
     return _unpickler.loads(reader.meta["structure"], persistent_load, weights_only=weights_only,

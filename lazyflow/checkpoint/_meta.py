@@ -67,7 +67,7 @@ def read_meta(path: str) -> tuple[str, dict]:
         data = _store.read_meta(vdir)
     except OSError as e:
         raise CheckpointError(f"{where}: cannot read the metadata file ({e})") from e
-    meta = _unpickler.loads(_unframe(data, where), where=where)  # builtins only: always the safe unpickler
+    meta = _unpickler.load_record(_unframe(data, where), where)  # plain values: never a global, any weights_only
     if not isinstance(meta, dict) or meta.get("format") != _layout.FORMAT_NAME:
         raise CheckpointError(f"{where}: the metadata file is not lazyflow's")
     if not isinstance(meta.get("version"), int) or meta["version"] > FORMAT_VERSION:
