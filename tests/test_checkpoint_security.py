@@ -1,5 +1,5 @@
-"""weights_only=True is safe for real: a gadget suite against the restricted unpickler, and the values that
-must keep loading.
+"""weights_only=True is safe for real: a gadget suite against the restricted unpickler, hostile and malformed
+metadata records, and the values that must keep loading.
 
 Every hostile input runs in a subprocess with a timeout (one per suite, see tests/_ckpt_scripts/): a gadget that
 got through would run its code there, a reference cycle would loop there. The gadgets are proven real first:
@@ -27,6 +27,7 @@ SCRIPTS = os.path.join(HERE, "_ckpt_scripts")
 sys.path.insert(0, SCRIPTS)
 
 from gadgets import P5, g, gadgets, s  # noqa: E402
+from hostile_meta import CASES  # noqa: E402
 
 GADGETS = gadgets("@")
 LIVE = [n for n, (_, live, _) in GADGETS.items() if live]
@@ -186,3 +187,25 @@ def test_random_damage_to_a_pickle_raises_checkpoint_errors_only():
         except lf.CheckpointError:
             outcomes["refused"] += 1
     assert outcomes["refused"] > 200
+
+
+# ------------------------------------------------------------------------------------------ hostile metadata
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """Every hostile/malformed record of hostile_meta.CASES opened three ways, in one subprocess."""
+    return _run("hostile_meta.py", [], tmp_path_factory.mktemp("meta"), timeout=240)
+
+
+def test_honest_checkpoint_of_the_hostile_suite_loads(hostile):
+    assert hostile["_honest"] == ["a", "b", "c", "d", "n", "s"]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_hostile_or_malformed_metadata_raises_a_named_error_promptly(hostile, case):
+    """Reference cycles (a -> b -> a), self references, chains, out-of-bounds packed ranges, names outside
+    lazyflow's, missing fields, entries=None, unknown dtypes: lf.load, inspect and load_tensors each raise
+    CheckpointError naming the entry, what was expected and what arrived, within seconds."""
+    for call, (cls, msg, is_checkpoint_error, seconds) in hostile[case].items():
+        assert is_checkpoint_error, (call, cls, msg)
+        assert re.search(CASES[case][1], msg), (call, msg)
+        assert seconds < 10, (call, seconds)

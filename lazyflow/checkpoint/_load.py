@@ -106,17 +106,9 @@ class _Reader:
         self.map_location, self.sharding = map_location, sharding
 
     def _root(self, i: int) -> int:
-        seen = set()
-        while self.entries[i]["storage"][0] == "same":
-            if i in seen:
-                raise CheckpointError(f"{self.where}: the metadata has a storage cycle at '{self.entries[i]['key']}'")
-            seen.add(i)
-            j = self.by_key.get(self.entries[i]["storage"][1])
-            if j is None:
-                raise CheckpointError(f"{self.where}: '{self.entries[i]['key']}' shares the bytes of a key "
-                                      "that is not in the checkpoint")
-            i = j
-        return i
+        """The entry owning ``i``'s bytes (validated: a ``same`` entry names an owner, never another ``same``)."""
+        st = self.entries[i]["storage"]
+        return self.by_key[st[1]] if st[0] == "same" else i
 
     def read(self, wanted: Sequence[int]) -> dict[int, Any]:
         """Values (Tensors / numpy arrays) for entry indices ``wanted``: reads only the bytes they need,
