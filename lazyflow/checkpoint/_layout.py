@@ -110,7 +110,10 @@ def fsync_tree(root: str) -> None:
         list(pool.map(fsync_path, paths))
 
 
-def _remove(p: str) -> None:
+def _remove(p: str) -> str | None:
+    """Remove the file or tree ``p`` (gone already is fine); returns why it could not be removed, or None."""
+    if not os.path.lexists(p):
+        return None
     if os.path.isdir(p) and not os.path.islink(p):
         shutil.rmtree(p, ignore_errors=True)
     else:
@@ -118,6 +121,9 @@ def _remove(p: str) -> None:
             os.unlink(p)
         except FileNotFoundError:
             pass
+        except OSError as e:
+            return f"{p}: {e.strerror or e}"
+    return f"{p}: could not be removed" if os.path.lexists(p) else None
 
 
 def read_pointer(path: str) -> dict:
@@ -214,6 +220,7 @@ class Transaction:
             self.staging = os.path.join(parent, f".{base}{_TMP_MARK}{_stamp()}")
             os.mkdir(self.staging)
             self.version_dir = os.path.join(self.staging, self.name)
+        self.switched = False  # the pointer (or the staging directory) names the new version: never abort it
         _in_flight.add(self.version_dir)
         if self.staging:
             _in_flight.add(self.staging)
@@ -223,12 +230,15 @@ class Transaction:
         fsync_tree(self.version_dir)
         home = self.staging or self.path
         _write_pointer(home, {"format": FORMAT_NAME, "version": format_version, "current": self.name})
+        self.switched = not self.staging  # os.replace done: path names the new version
+        fsync_path(home)
         if self.staging:
             try:
                 os.rename(self.staging, self.path)
             except OSError as e:
                 raise CheckpointError(f"could not move the new checkpoint into place at '{self.path}' "
                                       f"({e}); another process may have created it meanwhile") from e
+            self.switched = True
             fsync_path(os.path.dirname(self.path))
         self.release()
         # Removing the old version (10s of ms per 100 MB) need not delay the caller. What to remove is decided
@@ -241,13 +251,22 @@ class Transaction:
                 _cleanups[:] = [c for c in _cleanups if c.is_alive()] + [t]
             t.start()
 
-    def abort(self) -> None:
-        """Remove what this save wrote (the previous checkpoint at ``path`` stays untouched)."""
+    def abort(self) -> list[str]:
+        """Remove what this save wrote (the previous checkpoint at ``path`` stays untouched). Never raises:
+        the save's own error is what the caller reports; returns what could not be removed (the next save
+        to ``path`` removes those leftovers). After the switch (a failure while fsyncing it) the new version
+        is the checkpoint and stays."""
         self.release()
-        _remove(self.staging) if self.staging else _remove(self.version_dir)
-        for p in os.listdir(self.path) if os.path.isdir(self.path) else ():
-            if p.startswith(self.name):
-                _remove(os.path.join(self.path, p))
+        if self.switched:
+            return []
+        targets = [self.staging] if self.staging else [self.version_dir]
+        try:
+            if not self.staging and os.path.isdir(self.path):  # orbax's temporary siblings of the version
+                targets += [os.path.join(self.path, p) for p in os.listdir(self.path)
+                            if p.startswith(self.name) and os.path.join(self.path, p) != self.version_dir]
+        except OSError as e:
+            return [f"{self.path}: {e.strerror or e}"]
+        return [why for why in map(_remove, targets) if why]
 
     def release(self) -> None:
         _in_flight.discard(self.version_dir)
@@ -266,14 +285,16 @@ class Follower:
     def commit(self, format_version: int) -> None:
         pass
 
-    def abort(self) -> None:
-        pass
+    def abort(self) -> list[str]:
+        return []
 
     def release(self) -> None:
         pass
 
 
 def _write_pointer(directory: str, info: dict) -> None:
+    """Write the pointer file to a temporary name, fsync it, ``os.replace`` it over the pointer (the caller
+    fsyncs ``directory``)."""
     tmp = os.path.join(directory, _POINTER_TMP + _stamp())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
@@ -282,7 +303,6 @@ def _write_pointer(directory: str, info: dict) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, os.path.join(directory, POINTER))
-    fsync_path(directory)
 
 
 def wait_for_cleanups() -> None:
