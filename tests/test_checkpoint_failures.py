@@ -1,5 +1,5 @@
 """A failed save never looks like a success, never blocks the next save or the exit, and a pending save
-survives the end of the process.
+survives the end of the process -- plus reads that race another process's save, and long names.
 
 Failures are produced two ways: really (a read-only and a full tmpfs in a private mount namespace,
 ``/proc``; those need ``unshare -rm``), and by making the operating system calls raise ``OSError(EROFS)``
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import lazyflow as lf
-from lazyflow.checkpoint import _layout, _store
+from lazyflow.checkpoint import _layout, _store, load_tensors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "_ckpt_scripts")
@@ -183,3 +183,112 @@ def test_pending_async_save_at_exit_completes_or_fails_loudly(exits, how):
     if how == "fail_collected":  # the program got both errors: nothing more to report at exit
         assert "directory creation failed at the call: errno=30" in stdout and "collected errno=30" in stdout
         assert "FAILED" not in stderr
+
+
+# ------------------------------------------------------------------------------------------ item 11: races, names
+def test_a_read_racing_a_save_that_removes_its_version_retries(tmp_path, monkeypatch):
+    """The version being read is removed by another process's save (simulated: the save and its cleanup run
+    in between the metadata read and the data read): the load re-reads the pointer and returns the new
+    checkpoint instead of a false 'damaged' error."""
+    c = tmp_path / "c"
+    lf.save({"v": lf.full((3,), 1.0), "big": lf.ones(600, 600)}, c)
+    real_read, real_meta, calls = _store.read_arrays, _store.read_meta, []
+
+    def racing_read(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            lf.save({"v": lf.full((3,), 2.0), "big": lf.zeros(600, 600)}, c)
+            _layout.wait_for_cleanups()  # the version being read is gone now
+        return real_read(*args, **kwargs)
+
+    monkeypatch.setattr(_store, "read_arrays", racing_read)
+    out = lf.load(c)
+    assert np.asarray(out["v"]).tolist() == [2.0] * 3 and float(np.asarray(out["big"]).max()) == 0.0
+    assert len(calls) == 2
+    calls.clear()
+    lf.save({"v": lf.full((3,), 1.0), "big": lf.ones(600, 600)}, c)
+    assert np.asarray(load_tensors(c, ["v", "big"])["v"]).tolist() == [2.0] * 3
+    assert len(calls) == 2
+    monkeypatch.setattr(_store, "read_arrays", real_read)
+    calls.clear()
+
+    def racing_meta(vdir):
+        if not calls:
+            calls.append(1)
+            lf.save({"v": lf.full((3,), 5.0)}, c)
+            _layout.wait_for_cleanups()
+        return real_meta(vdir)
+
+    monkeypatch.setattr(_store, "read_meta", racing_meta)
+    assert list(lf.checkpoint.inspect(c)) == ["v"]
+
+
+def test_a_damaged_checkpoint_is_not_retried(tmp_path, monkeypatch):
+    c = tmp_path / "c"
+    lf.save({"v": lf.full((3,), 1.0)}, c)
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(1)
+        raise ValueError("DATA_LOSS: damaged chunk")
+
+    monkeypatch.setattr(_store, "read_arrays", broken)
+    with pytest.raises(lf.CheckpointError, match="damaged or incomplete"):
+        lf.load(c)
+    assert len(calls) == 1
+
+
+def test_loads_while_another_process_saves_never_fail(tmp_path):
+    """A real race, bounded: a subprocess overwrites the checkpoint in a loop while this process loads it."""
+    c = str(tmp_path / "c")
+    lf.save({"tag": "A", "v": lf.full((50,), 1.0)}, c)
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time, lazyflow as lf\n"
+        "end = time.monotonic() + 4\n"
+        "i = 0\n"
+        "print('ready', flush=True)\n"
+        "while time.monotonic() < end:\n"
+        "    i += 1\n"
+        "    lf.save({'tag': 'AB'[i % 2], 'v': lf.full((50,), float(i % 2 + 1))}, sys.argv[1])\n"
+        "print(i, flush=True)\n"), c], stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert writer.stdout.readline().strip() == "ready"
+        loads, deadline = 0, time.monotonic() + 3
+        while time.monotonic() < deadline:
+            out = lf.load(c)
+            assert np.asarray(out["v"]).tolist() == [{"A": 1.0, "B": 2.0}[out["tag"]]] * 50
+            assert lf.checkpoint.inspect(c)["v"].shape == (50,)
+            loads += 1
+        saves = int(writer.communicate(timeout=60)[0].strip())
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+    assert loads > 3 and saves > 3
+
+
+@pytest.mark.parametrize("name", ["n" * 255, "é" * 127 + "x", "m" * 230])
+def test_long_checkpoint_names_save_and_load(tmp_path, name):
+    """Names up to the filesystem's limit (255 bytes) save: the staging directory of a first save hashes
+    a long name (it used to exceed 255 bytes from ~217 on), overwrites work, and leftovers of a killed save
+    with the hashed name are removed."""
+    c = tmp_path / name
+    lf.save({"v": lf.full((3,), 1.0)}, c)
+    lf.save({"v": lf.full((3,), 2.0)}, c)
+    assert _v(c) == [2.0] * 3
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    leftover = tmp_path / (_layout.staging_prefix(name) + f"{dead}-1-aa")
+    leftover.mkdir()
+    assert len(leftover.name.encode()) <= 255
+    lf.save({"v": lf.full((3,), 3.0)}, c)
+    _layout.wait_for_cleanups()
+    assert not leftover.exists() and _v(c) == [3.0] * 3
+
+
+def test_a_1000_character_key_round_trips(tmp_path):
+    key = "layer." + "k" * 994
+    lf.save({key: lf.full((2,), 7.0), "short": lf.ones(1)}, tmp_path / "c")
+    assert list(lf.checkpoint.inspect(tmp_path / "c")) == [key, "short"]
+    out = lf.load(tmp_path / "c")
+    assert list(out) == [key, "short"] and np.asarray(out[key]).tolist() == [7.0, 7.0]
+    assert np.asarray(load_tensors(tmp_path / "c", [key])[key]).tolist() == [7.0, 7.0]

@@ -260,8 +260,7 @@ class _Reader:
         return t
 
 
-def _open(path, map_location, sharding) -> _Reader:
-    path = _layout.as_path(path, "lf.load")
+def _open(path: str, map_location, sharding) -> _Reader:
     vdir, meta = read_meta(path)
     return _Reader(path, vdir, meta, map_location, sharding)
 
@@ -290,6 +289,11 @@ def load(path: str | os.PathLike, *, map_location: Any = None,
 
     >>> state = lf.load("ckpt", map_location="cpu")
     """
+    path = _layout.as_path(path, "lf.load")
+    return _layout.retrying(path, lambda: _load(path, map_location, sharding, weights_only))
+
+
+def _load(path: str, map_location, sharding, weights_only: bool) -> Any:
     reader = _open(path, map_location, sharding)
     values = reader.read(range(len(reader.entries)))
 
@@ -320,6 +324,11 @@ def load_tensors(path: str | os.PathLike, keys: Sequence[str] | None = None, *, 
 
     >>> w = lf.checkpoint.load_tensors("ckpt", ["model.0.weight"])["model.0.weight"]
     """
+    path = _layout.as_path(path, "lf.checkpoint.load_tensors")
+    return _layout.retrying(path, lambda: _load_tensors(path, keys, map_location, sharding))
+
+
+def _load_tensors(path: str, keys, map_location, sharding) -> dict[str, Any]:
     reader = _open(path, map_location, sharding)
     if keys is None:
         keys = [e["key"] for e in reader.entries]

@@ -148,7 +148,8 @@ def inspect(path: str | os.PathLike) -> dict[str, TensorInfo]:
     >>> lf.checkpoint.inspect("ckpt")["model.0.weight"].shape
     (4, 3)
     """
-    _, meta = read_meta(_layout.as_path(path, "lf.checkpoint.inspect"))
+    path = _layout.as_path(path, "lf.checkpoint.inspect")
+    meta = _layout.retrying(path, lambda: read_meta(path)[1])
     by_key = {e["key"]: e for e in meta["entries"]}
     return {e["key"]: info_of(e, by_key) for e in meta["entries"]}
 
