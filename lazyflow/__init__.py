@@ -13,8 +13,8 @@ from ._core.dtypes import (
     int32, int64, long, promote_types, set_default_dtype, short, uint8,
 )
 from ._core.errors import (
-    ArgumentError, AutogradError, CheckpointError, DeviceError, DTypeError, GraphError, IndexOutOfRangeError,
-    LazyflowError, OpError, ShapeError, ValueRangeError,
+    ArgumentError, AutogradError, CheckpointError, CheckpointUnpicklingError, CheckpointWriteError, DeviceError,
+    DTypeError, GraphError, IndexOutOfRangeError, LazyflowError, OpError, ShapeError, ValueRangeError,
 )
 from ._tensor import Tensor, from_jax
 from . import eager  # installs the eager interpreter

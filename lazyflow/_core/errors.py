@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 __all__ = [
     "LazyflowError",
     "ShapeError",
@@ -10,7 +12,11 @@ __all__ = [
     "IndexOutOfRangeError",
     "AutogradError",
     "OpError",
+    "ArgumentError",
+    "ValueRangeError",
     "CheckpointError",
+    "CheckpointUnpicklingError",
+    "CheckpointWriteError",
     "GraphError",
     "user_frame",
 ]
@@ -54,6 +60,16 @@ class OpError(LazyflowError, RuntimeError):
 
 class CheckpointError(LazyflowError, RuntimeError):
     """A checkpoint that is missing, partial, corrupted, foreign or unsafe to load."""
+
+
+class CheckpointUnpicklingError(CheckpointError, pickle.UnpicklingError):
+    """A checkpoint's metadata that the ``weights_only`` unpickler refused (a global, call or opcode outside
+    its allowlist) or that is not a well-formed pickle. Nothing in it was run."""
+
+
+class CheckpointWriteError(CheckpointError, OSError):
+    """A save that failed on the filesystem (read-only, full, permission denied...). ``errno`` is the
+    operating system's; the previous checkpoint at the path is unchanged."""
 
 
 class GraphError(LazyflowError, RuntimeError):

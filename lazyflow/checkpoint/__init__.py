@@ -7,10 +7,10 @@ holds a CRC-32 per tensor. Saves are atomic (a crash leaves the old or the new c
 by default (``weights_only=True``). The on-disk format is documented in ``docs/checkpoint-format.md``.
 """
 
+from ._allowlist import add_safe_globals, clear_safe_globals, get_safe_globals
 from ._load import load, load_tensors
 from ._meta import FORMAT_VERSION, SavedSharding, TensorInfo, inspect
 from ._save import SaveHandle, save
-from ._unpickler import add_safe_globals, clear_safe_globals, get_safe_globals
 from .manager import CheckpointManager
 
 __all__ = ["save", "load", "load_tensors", "inspect", "CheckpointManager", "SaveHandle", "TensorInfo",

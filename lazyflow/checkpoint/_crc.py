@@ -10,6 +10,7 @@ import numpy as np
 
 from .._core import dtypes as D
 from .._core.errors import CheckpointError
+from ._allowlist import numeric_dtype
 
 __all__ = ["CRC_CHUNK", "executor", "crc_chunks", "crc_many", "crc_list", "batches", "dtype_from_name",
            "bytes_view"]
@@ -88,11 +89,20 @@ def crc_many(arrays: list[np.ndarray]) -> list[list[int]]:
 
 
 def dtype_from_name(name: str) -> np.dtype:
-    """The numpy dtype of a stored dtype name (lazyflow names first, then numpy's)."""
+    """The numpy dtype of a stored dtype name (lazyflow names first, then numpy's numeric ones).
+
+    Raises:
+        CheckpointError: a name that is neither (the metadata validation reports it first, with context).
+    """
     try:
         return D.to_dtype(name).np
-    except Exception:
-        try:
-            return np.dtype(name)
-        except TypeError:
-            raise CheckpointError(f"the checkpoint stores an unknown dtype {name!r}") from None
+    except Exception:  # noqa: BLE001 - not a lazyflow name
+        pass
+    try:
+        dt = np.dtype(name)
+    except Exception:  # noqa: BLE001 - TypeError, ValueError, SyntaxError for a malformed string
+        dt = None
+    if not numeric_dtype(dt):
+        raise CheckpointError(f"the checkpoint stores the dtype {name!r}; expected a lazyflow dtype name or a numeric "
+                              "numpy dtype string such as '<f4'")
+    return dt

@@ -17,28 +17,34 @@ interrupted save: loads ignore it and the next save removes it (entries of live 
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import json
 import os
 import shutil
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from typing import TypeVar
 
 from .._core.errors import CheckpointError
 
-__all__ = ["POINTER", "FORMAT_NAME", "Transaction", "Follower", "as_path", "resolve", "read_pointer", "cleanup",
-           "leftovers", "path_lock", "fsync_tree", "wait_for_cleanups"]
+__all__ = ["POINTER", "FORMAT_NAME", "Transaction", "Follower", "as_path", "resolve", "read_pointer", "current_name",
+           "cleanup", "leftovers", "path_lock", "fsync_tree", "wait_for_cleanups", "staging_prefix", "retrying"]
 
 POINTER = "LAZYFLOW_CHECKPOINT"
 FORMAT_NAME = "lazyflow.checkpoint"
 _VERSION_PREFIX = "v-"
 _TMP_MARK = ".lftmp-"
 _POINTER_TMP = POINTER + ".tmp-"
+_NAME_MAX = 255  # bytes in one file name (Linux, macOS)
+_LONG_BASE = _NAME_MAX - 1 - len(_TMP_MARK) - 48  # longer names are hashed in the staging name (48: the stamp)
 
 _in_flight: set[str] = set()  # absolute paths this process is writing right now (never cleaned up)
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 _cleanups: list[threading.Thread] = []
+T = TypeVar("T")
 
 
 def path_lock(path: str) -> threading.Lock:
@@ -110,7 +116,20 @@ def fsync_tree(root: str) -> None:
         list(pool.map(fsync_path, paths))
 
 
-def _remove(p: str) -> None:
+def staging_prefix(base: str) -> str:
+    """``.<base>.lftmp-``, the name prefix of a first save's staging directory next to ``path``. Names too
+    long to fit a file name with the stamp (~200 bytes) keep their first 64 bytes plus a hash of the rest."""
+    raw = base.encode("utf-8", "surrogateescape")
+    if len(raw) > _LONG_BASE:
+        head = raw[:64].decode("utf-8", "ignore")
+        base = f"{head}~{hashlib.sha256(raw).hexdigest()[:16]}"
+    return f".{base}{_TMP_MARK}"
+
+
+def _remove(p: str) -> str | None:
+    """Remove the file or tree ``p`` (gone already is fine); returns why it could not be removed, or None."""
+    if not os.path.lexists(p):
+        return None
     if os.path.isdir(p) and not os.path.islink(p):
         shutil.rmtree(p, ignore_errors=True)
     else:
@@ -118,6 +137,9 @@ def _remove(p: str) -> None:
             os.unlink(p)
         except FileNotFoundError:
             pass
+        except OSError as e:
+            return f"{p}: {e.strerror or e}"
+    return f"{p}: could not be removed" if os.path.lexists(p) else None
 
 
 def read_pointer(path: str) -> dict:
@@ -152,6 +174,29 @@ def read_pointer(path: str) -> dict:
     except (ValueError, UnicodeDecodeError, AttributeError) as e:
         raise CheckpointError(f"'{path}': the pointer file {POINTER} is not lazyflow's ({e})") from None
     return info
+
+
+def current_name(path: str) -> str | None:
+    """The version directory the pointer file of ``path`` names now, or None when it cannot be read."""
+    try:
+        return read_pointer(path)["current"]
+    except CheckpointError:
+        return None
+
+
+def retrying(path: str, attempt: Callable[[], T], retries: int = 4) -> T:
+    """``attempt()`` (a read of the checkpoint at ``path``), again when it failed while the pointer switched to
+    another version: a save by another process may have removed the version being read. A failure with the
+    pointer unchanged is the checkpoint's own and raises at once."""
+    for _ in range(retries):
+        before = current_name(path)
+        try:
+            return attempt()
+        except CheckpointError:
+            after = current_name(path)
+            if after is None or after == before:
+                raise
+    return attempt()
 
 
 def resolve(path: str, format_version: int) -> str:
@@ -211,9 +256,10 @@ class Transaction:
             parent, base = os.path.split(self.path)
             if not os.path.isdir(parent):
                 raise CheckpointError(f"cannot save to '{path}': the parent directory '{parent}' does not exist")
-            self.staging = os.path.join(parent, f".{base}{_TMP_MARK}{_stamp()}")
+            self.staging = os.path.join(parent, staging_prefix(base) + _stamp())
             os.mkdir(self.staging)
             self.version_dir = os.path.join(self.staging, self.name)
+        self.switched = False  # the pointer (or the staging directory) names the new version: never abort it
         _in_flight.add(self.version_dir)
         if self.staging:
             _in_flight.add(self.staging)
@@ -223,12 +269,15 @@ class Transaction:
         fsync_tree(self.version_dir)
         home = self.staging or self.path
         _write_pointer(home, {"format": FORMAT_NAME, "version": format_version, "current": self.name})
+        self.switched = not self.staging  # os.replace done: path names the new version
+        fsync_path(home)
         if self.staging:
             try:
                 os.rename(self.staging, self.path)
             except OSError as e:
                 raise CheckpointError(f"could not move the new checkpoint into place at '{self.path}' "
                                       f"({e}); another process may have created it meanwhile") from e
+            self.switched = True
             fsync_path(os.path.dirname(self.path))
         self.release()
         # Removing the old version (10s of ms per 100 MB) need not delay the caller. What to remove is decided
@@ -241,13 +290,22 @@ class Transaction:
                 _cleanups[:] = [c for c in _cleanups if c.is_alive()] + [t]
             t.start()
 
-    def abort(self) -> None:
-        """Remove what this save wrote (the previous checkpoint at ``path`` stays untouched)."""
+    def abort(self) -> list[str]:
+        """Remove what this save wrote (the previous checkpoint at ``path`` stays untouched). Never raises:
+        the save's own error is what the caller reports; returns what could not be removed (the next save
+        to ``path`` removes those leftovers). After the switch (a failure while fsyncing it) the new version
+        is the checkpoint and stays."""
         self.release()
-        _remove(self.staging) if self.staging else _remove(self.version_dir)
-        for p in os.listdir(self.path) if os.path.isdir(self.path) else ():
-            if p.startswith(self.name):
-                _remove(os.path.join(self.path, p))
+        if self.switched:
+            return []
+        targets = [self.staging] if self.staging else [self.version_dir]
+        try:
+            if not self.staging and os.path.isdir(self.path):  # orbax's temporary siblings of the version
+                targets += [os.path.join(self.path, p) for p in os.listdir(self.path)
+                            if p.startswith(self.name) and os.path.join(self.path, p) != self.version_dir]
+        except OSError as e:
+            return [f"{self.path}: {e.strerror or e}"]
+        return [why for why in map(_remove, targets) if why]
 
     def release(self) -> None:
         _in_flight.discard(self.version_dir)
@@ -266,14 +324,16 @@ class Follower:
     def commit(self, format_version: int) -> None:
         pass
 
-    def abort(self) -> None:
-        pass
+    def abort(self) -> list[str]:
+        return []
 
     def release(self) -> None:
         pass
 
 
 def _write_pointer(directory: str, info: dict) -> None:
+    """Write the pointer file to a temporary name, fsync it, ``os.replace`` it over the pointer (the caller
+    fsyncs ``directory``)."""
     tmp = os.path.join(directory, _POINTER_TMP + _stamp())
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
@@ -282,7 +342,6 @@ def _write_pointer(directory: str, info: dict) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, os.path.join(directory, POINTER))
-    fsync_path(directory)
 
 
 def wait_for_cleanups() -> None:
@@ -319,7 +378,7 @@ def leftovers(path: str) -> list[str]:
             if pid is not None and not _busy(full, pid):
                 found.append(full)
     parent, base = os.path.split(path)
-    prefix = f".{base}{_TMP_MARK}"
+    prefix = staging_prefix(base)
     if os.path.isdir(parent):
         for e in os.listdir(parent):
             if e.startswith(prefix):

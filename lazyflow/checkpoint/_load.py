@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from .._core.device import Device, to_jax_device
-from .._core.errors import CheckpointError, LazyflowError
+from .._core.errors import CheckpointError, CheckpointUnpicklingError, LazyflowError
 from .._tensor import _make
 from . import _crc, _layout, _multi, _unpickler
 from ._crc import dtype_from_name
@@ -106,17 +106,9 @@ class _Reader:
         self.map_location, self.sharding = map_location, sharding
 
     def _root(self, i: int) -> int:
-        seen = set()
-        while self.entries[i]["storage"][0] == "same":
-            if i in seen:
-                raise CheckpointError(f"{self.where}: the metadata has a storage cycle at '{self.entries[i]['key']}'")
-            seen.add(i)
-            j = self.by_key.get(self.entries[i]["storage"][1])
-            if j is None:
-                raise CheckpointError(f"{self.where}: '{self.entries[i]['key']}' shares the bytes of a key "
-                                      "that is not in the checkpoint")
-            i = j
-        return i
+        """The entry owning ``i``'s bytes (validated: a ``same`` entry names an owner, never another ``same``)."""
+        st = self.entries[i]["storage"]
+        return self.by_key[st[1]] if st[0] == "same" else i
 
     def read(self, wanted: Sequence[int]) -> dict[int, Any]:
         """Values (Tensors / numpy arrays) for entry indices ``wanted``: reads only the bytes they need,
@@ -268,8 +260,7 @@ class _Reader:
         return t
 
 
-def _open(path, map_location, sharding) -> _Reader:
-    path = _layout.as_path(path, "lf.load")
+def _open(path: str, map_location, sharding) -> _Reader:
     vdir, meta = read_meta(path)
     return _Reader(path, vdir, meta, map_location, sharding)
 
@@ -298,13 +289,19 @@ def load(path: str | os.PathLike, *, map_location: Any = None,
 
     >>> state = lf.load("ckpt", map_location="cpu")
     """
+    path = _layout.as_path(path, "lf.load")
+    return _layout.retrying(path, lambda: _load(path, map_location, sharding, weights_only))
+
+
+def _load(path: str, map_location, sharding, weights_only: bool) -> Any:
     reader = _open(path, map_location, sharding)
     values = reader.read(range(len(reader.entries)))
 
     def persistent_load(pid):
         if not (isinstance(pid, tuple) and len(pid) == 2 and pid[0] == _unpickler.PID_TAG
                 and isinstance(pid[1], int) and 0 <= pid[1] < len(values)):
-            raise CheckpointError(f"{reader.where}: bad tensor reference {pid!r} in the metadata")
+            raise CheckpointUnpicklingError(f"{reader.where}: bad tensor reference {pid!r} in the metadata (expected "
+                                            f"('{_unpickler.PID_TAG}', index) with 0 <= index < {len(values)})")
         return values[pid[1]]
 
     return _unpickler.loads(reader.meta["structure"], persistent_load, weights_only=weights_only,
@@ -327,6 +324,11 @@ def load_tensors(path: str | os.PathLike, keys: Sequence[str] | None = None, *, 
 
     >>> w = lf.checkpoint.load_tensors("ckpt", ["model.0.weight"])["model.0.weight"]
     """
+    path = _layout.as_path(path, "lf.checkpoint.load_tensors")
+    return _layout.retrying(path, lambda: _load_tensors(path, keys, map_location, sharding))
+
+
+def _load_tensors(path: str, keys, map_location, sharding) -> dict[str, Any]:
     reader = _open(path, map_location, sharding)
     if keys is None:
         keys = [e["key"] for e in reader.entries]

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._core import dtypes as D
 from .._core.errors import CheckpointError
-from . import _layout, _unpickler
+from . import _layout, _schema, _unpickler
 from ._crc import dtype_from_name
 
 __all__ = ["FORMAT_VERSION", "inspect", "TensorInfo", "SavedSharding", "read_meta", "encode_meta", "info_of",
@@ -67,13 +67,14 @@ def read_meta(path: str) -> tuple[str, dict]:
         data = _store.read_meta(vdir)
     except OSError as e:
         raise CheckpointError(f"{where}: cannot read the metadata file ({e})") from e
-    meta = _unpickler.loads(_unframe(data, where), where=where)  # builtins only: always the safe unpickler
+    meta = _unpickler.load_record(_unframe(data, where), where)  # plain values: never a global, any weights_only
     if not isinstance(meta, dict) or meta.get("format") != _layout.FORMAT_NAME:
         raise CheckpointError(f"{where}: the metadata file is not lazyflow's")
     if not isinstance(meta.get("version"), int) or meta["version"] > FORMAT_VERSION:
         raise CheckpointError(
             f"{where} has checkpoint format version {meta.get('version')}, newer than the versions this "
             f"lazyflow reads (<= {FORMAT_VERSION}); upgrade lazyflow to load it")
+    _schema.validate(meta, where)
     return vdir, meta
 
 
@@ -129,9 +130,7 @@ def info_of(e: dict, entries_by_key: dict) -> TensorInfo:
         saved = SavedSharding(tuple(s.get("mesh_shape", (len(s["device_ids"]),))),
                               tuple(s.get("axis_names", ("d",))), tuple(s["device_ids"]), spec)
     dtype = D.to_dtype(e["dtype"]) if e["kind"] != "ndarray" else dtype_from_name(e["dtype"])
-    root = e
-    while root["storage"][0] == "same":
-        root = entries_by_key[root["storage"][1]]
+    root = entries_by_key[e["storage"][1]] if e["storage"][0] == "same" else e  # validated: one step, an owner
     return TensorInfo(e["key"], tuple(e["shape"]), dtype, e["kind"], bool(e["requires_grad"]), e["device"],
                       saved, int(root.get("nbytes", 0)), e["storage"][0])
 
@@ -149,7 +148,8 @@ def inspect(path: str | os.PathLike) -> dict[str, TensorInfo]:
     >>> lf.checkpoint.inspect("ckpt")["model.0.weight"].shape
     (4, 3)
     """
-    _, meta = read_meta(_layout.as_path(path, "lf.checkpoint.inspect"))
+    path = _layout.as_path(path, "lf.checkpoint.inspect")
+    meta = _layout.retrying(path, lambda: read_meta(path)[1])
     by_key = {e["key"]: e for e in meta["entries"]}
     return {e["key"]: info_of(e, by_key) for e in meta["entries"]}
 

@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from .._core.errors import CheckpointError, LazyflowError
-from . import _layout, _multi
+from .._core.errors import CheckpointError, CheckpointWriteError, LazyflowError
+from . import _layout, _multi, _pending
 from ._meta import FORMAT_VERSION, encode_meta
 
 __all__ = ["save", "SaveHandle"]
 
 
 class SaveHandle:
-    """The handle of ``lf.save(..., async_save=True)``: the data were captured before it was returned."""
+    """The handle of ``lf.save(..., async_save=True)``: the data were captured before it was returned.
+
+    A save still running when the process ends is finished first; one that failed without anybody calling
+    :meth:`wait` is reported on stderr and the process exits with status 1 (see ``docs/checkpoint-format.md``,
+    "Asynchronous saves and process exit").
+    """
 
     def __init__(self, path: str):
         self.path = path
         self._done = threading.Event()
         self._error: BaseException | None = None
+        self._collected = False  # the failure reached the program (wait() raised it, exception() returned it)
 
     def done(self) -> bool:
         """Whether the save has finished (successfully or not)."""
@@ -37,21 +44,53 @@ class SaveHandle:
         if not self._done.wait(timeout):
             raise CheckpointError(f"async save to '{self.path}' still running after {timeout} s")
         if self._error is not None:
+            _pending.collected(self)
             raise self._error
 
     def exception(self) -> BaseException | None:
         """The error of a finished failed save, else None."""
-        return self._error if self._done.is_set() else None
+        if not self._done.is_set():
+            return None
+        if self._error is not None:
+            _pending.collected(self)
+        return self._error
 
     def __repr__(self) -> str:
         state = "running" if not self.done() else "failed" if self._error else "done"
         return f"SaveHandle('{self.path}', {state})"
 
 
-def _fail(path: str, e: BaseException) -> CheckpointError:
-    if isinstance(e, CheckpointError):
+def _fail(path: str, e: BaseException, leftovers: list[str] = ()) -> BaseException:
+    """The error a failed save raises: lazyflow's own as is; a filesystem error as CheckpointWriteError (an
+    OSError with the same errno); anything else as CheckpointError. Each names the path and the cause."""
+    if isinstance(e, LazyflowError) or not isinstance(e, Exception):
         return e
-    return CheckpointError(f"saving a checkpoint to '{path}' failed: {type(e).__name__}: {e}")
+    msg = (f"saving a checkpoint to '{path}' failed: {type(e).__name__}: {e}; the previous checkpoint there (if "
+           "any) is unchanged")
+    if leftovers:
+        msg += f". Removing the partial save failed too ({'; '.join(leftovers)}); the next save to this path removes it"
+    code = e.errno if isinstance(e, OSError) else _ts_errno(str(e))
+    if isinstance(e, OSError) or code is not None:
+        err = CheckpointWriteError(msg)
+        err.errno = code  # not strerror/filename: OSError.__str__ would then replace the message
+        return err
+    return CheckpointError(msg)
+
+
+def _ts_errno(message: str) -> int | None:
+    """The errno tensorstore reports inside its own errors (``[os_error_code='28']`` for a full disk)."""
+    m = re.search(r"os_error_code='(\d+)'", message)
+    return int(m.group(1)) if m else None
+
+
+def _abort(txn) -> list[str]:
+    """Undo a save that did not commit; never raises (the save's own error is the one to report)."""
+    if txn is None:
+        return []
+    try:
+        return txn.abort()
+    except Exception as e:  # noqa: BLE001 - reported next to the save's error
+        return [f"{type(e).__name__}: {e}"]
 
 
 def save(obj: Any, path: str | os.PathLike, *, async_save: bool = False) -> SaveHandle | None:
@@ -150,7 +189,7 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
     lock.acquire()
     txn = ex = None
     committing = False
-    try:
+    try:  # every exit from here releases the lock: a failed save must never block the next one
         ex = _multi.Exchange("save", path) if _multi.count() > 1 else None
         plan = _plan.Plan(obj, snapshot_numpy=async_save)
         txn = _begin(path, ex)
@@ -165,36 +204,37 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
             if after_commit is not None and (ex is None or _multi.is_primary()):
                 after_commit()
     except BaseException as e:
-        if txn is not None:
-            txn.abort()
-            if not committing:
+        try:
+            leftovers = _abort(txn)
+            if txn is not None and not committing:
                 _fail_peers(ex, e)
-        lock.release()
-        if isinstance(e, LazyflowError) or not isinstance(e, Exception):
+        finally:
+            lock.release()
+        error = _fail(path, e, leftovers)
+        if error is e:
             raise
-        raise _fail(path, e) from e
+        raise error from e
     if not async_save:
         lock.release()
         return None
     handle = SaveHandle(path)
+    _pending.track(handle)
 
     def finish():
-        committing = False
+        error, leftovers, stage = None, [], "write"
         try:
             ckptr.wait_until_finished()
-            committing = True
+            stage = "commit"
             _commit(txn, ex, path)
-        except BaseException as e:  # noqa: BLE001 - reported through the handle
-            txn.abort()
-            if not committing:
-                _fail_peers(ex, e)
-            handle._error = _fail(path, e)
-        else:
+            stage = "after_commit"
             if after_commit is not None and (ex is None or _multi.is_primary()):
-                try:
-                    after_commit()
-                except BaseException as e:  # noqa: BLE001 - reported through the handle
-                    handle._error = _fail(path, e)
+                after_commit()
+        except BaseException as e:  # noqa: BLE001 - reported through the handle
+            error = e
+            if stage != "after_commit":  # the checkpoint is complete once committed: keep it
+                leftovers = _abort(txn)
+            if stage == "write":
+                _fail_peers(ex, e)
         finally:
             try:
                 ckptr.close()
@@ -202,7 +242,9 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
                 pass
             plan.arrays.clear()  # drop the references that kept the buffers from being donated
             lock.release()
+            handle._error = None if error is None else _fail(path, error, leftovers)
             handle._done.set()
+            _pending.settle(handle)
 
     threading.Thread(target=finish, name=f"lazyflow-save:{os.path.basename(path)}").start()
     return handle

@@ -184,6 +184,13 @@ ocp.checkpoint_args.register_with_handler(_MetaHandler, for_save=True)(MetaSave)
 ocp.checkpoint_args.register_with_handler(_MetaHandler, for_restore=True)(MetaRestore)
 
 
+# (orbax releases without the option keep their own default)
+_ASYNC_OPTIONS = ocp.options.AsyncOptions(**(
+    {"create_directories_asynchronously": False}
+    if "create_directories_asynchronously" in {f.name for f in dataclasses.fields(ocp.options.AsyncOptions)}
+    else {}))
+
+
 def _type_registry(crc_executor=None):
     return ocp.type_handlers.create_type_handler_registry(
         (np.ndarray, _HostArrayHandler(crc_executor)), (jax.Array, ocp.type_handlers.ArrayHandler()))
@@ -199,7 +206,12 @@ def _checkpointer(async_: bool, crc_executor=None):
     registry.add(META, MetaSave, meta)
     registry.add(META, MetaRestore, meta)
     handler = ocp.CompositeCheckpointHandler(handler_registry=registry)
-    return ocp.AsyncCheckpointer(handler) if async_ else ocp.Checkpointer(handler)
+    if not async_:
+        return ocp.Checkpointer(handler)
+    # The version directory is created in the caller's thread: a directory that cannot be created (read-only
+    # filesystem, permission denied) fails lf.save at once. Created in the background, the failure left orbax's
+    # other commit threads waiting 300 s for a "directory created" signal, and the process could not exit.
+    return ocp.AsyncCheckpointer(handler, async_options=_ASYNC_OPTIONS)
 
 
 def write(directory: str, arrays: Mapping[str, Any], save_args: Mapping[str, Any],
