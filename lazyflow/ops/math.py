@@ -14,13 +14,25 @@ from .table import op
 # ---------------------------------------------------------------- unary, floating results
 for _name, _fn in {
     "exp": jnp.exp, "log": jnp.log, "log1p": jnp.log1p, "expm1": jnp.expm1, "sqrt": jnp.sqrt,
-    "rsqrt": lax.rsqrt, "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan, "tanh": jnp.tanh,
+    "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan, "tanh": jnp.tanh,
     "sigmoid": jax.nn.sigmoid, "erf": jax.scipy.special.erf, "log2": jnp.log2, "log10": jnp.log10,
     "reciprocal": jnp.reciprocal, "silu": jax.nn.silu, "asin": jnp.arcsin, "acos": jnp.arccos,
     "atan": jnp.arctan, "sinh": jnp.sinh, "cosh": jnp.cosh, "exp2": jnp.exp2,
     "logsigmoid": jax.nn.log_sigmoid, "erfinv": jax.scipy.special.erfinv,
 }.items():
     op(_name, dtypes="float")(_fn)
+
+
+def _zero(g):
+    return jnp.zeros((), g.dtype)
+
+
+def _rsqrt_bwd(xs, out, g):
+    # torch: -0.5 * grad * result**3 (so rsqrt(-0.0) = -inf has gradient +inf, not autodiff's -inf)
+    return (g * (-0.5) * (out * out * out),)
+
+
+op("rsqrt", dtypes="float", bwd=_rsqrt_bwd)(lax.rsqrt)
 
 # ---------------------------------------------------------------- unary, dtype kept
 def _sign(x):
@@ -33,11 +45,26 @@ def _square(x):
     return x * x
 
 
-for _name, _fn in {
-    "neg": jnp.negative, "abs": jnp.abs, "sign": _sign, "square": _square,
-    "relu": lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
-}.items():
+for _name, _fn in {"neg": jnp.negative, "sign": _sign, "square": _square}.items():
     op(_name)(_fn)
+
+
+def _abs_bwd(xs, out, g):
+    return (g * jnp.sign(xs[0]),)  # torch: grad * sgn(x), 0 at 0
+
+
+@op("abs", bwd=_abs_bwd)
+def _abs(x):
+    return jnp.abs(x)
+
+
+def _relu_bwd(xs, out, g):
+    return (jnp.where(out > 0, g, _zero(g)),)  # torch: 0 at 0 (threshold_backward on the result)
+
+
+@op("relu", bwd=_relu_bwd)
+def _relu(x):
+    return jnp.maximum(x, jnp.zeros((), x.dtype))
 
 for _name, _fn in {"floor": jnp.floor, "ceil": jnp.ceil, "trunc": jnp.trunc}.items():
     op(_name)(_fn)
@@ -59,7 +86,11 @@ def _softplus(x, *, beta, threshold):
     return jnp.where(bx > threshold, x, jnp.logaddexp(bx, 0.0).astype(x.dtype) / beta)
 
 
-@op("leaky_relu", static=("negative_slope",))
+def _leaky_relu_bwd(xs, out, g, *, negative_slope):
+    return (jnp.where(xs[0] > 0, g, g * jnp.asarray(negative_slope, g.dtype)),)  # torch: the slope at 0
+
+
+@op("leaky_relu", static=("negative_slope",), bwd=_leaky_relu_bwd)
 def _leaky_relu(x, *, negative_slope):
     return jnp.where(x >= 0, x, x * jnp.asarray(negative_slope, x.dtype))
 
@@ -69,7 +100,12 @@ def _elu(x, *, alpha):
     return jax.nn.elu(x, alpha)
 
 
-@op("hardtanh", static=("min_val", "max_val"))
+def _hardtanh_bwd(xs, out, g, *, min_val, max_val):
+    x = xs[0]
+    return (jnp.where((x > min_val) & (x < max_val), g, _zero(g)),)  # torch: 0 at both edges
+
+
+@op("hardtanh", static=("min_val", "max_val"), bwd=_hardtanh_bwd)
 def _hardtanh(x, *, min_val, max_val):
     return jnp.clip(x, min_val, max_val)
 
