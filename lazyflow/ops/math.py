@@ -168,7 +168,17 @@ def _fmod(a, b):
     return jnp.fmod(a, b)
 
 
-@op("pow")
+def _pow_bwd(xs, out, g):
+    # torch: no gradient to the base where the exponent is 0 (0**0 included), none to the exponent where
+    # base == 0 and exponent >= 0; elsewhere b * a**(b-1) and a**b * log(a) (0**-1: -inf, (-2)**3: nan)
+    a, b = xs
+    zero = _zero(g)
+    ga = jnp.where(b == 0, zero, g * (b * jnp.power(a, b - 1)))
+    gb = g * jnp.where((a == 0) & (b >= 0), zero, out * jnp.log(a))
+    return ga, gb
+
+
+@op("pow", bwd=_pow_bwd)
 def _pow(a, b):
     if jnp.issubdtype(jnp.result_type(a), jnp.integer):
         # integer powers: XLA leaves negative exponents undefined; torch gives 1/a**|b| truncated
@@ -180,27 +190,58 @@ def _pow(a, b):
     return jnp.power(a, b)
 
 
-@op("atan2", dtypes="float")
+def _atan2_bwd(xs, out, g):
+    a, b = xs
+    d = a * a + b * b
+    # torch: 1 / (a**2 + b**2) taken as 0 where the denominator is 0, so atan2(0, 0) has gradient 0
+    r = jnp.where(d == 0, _zero(g), 1 / jnp.where(d == 0, jnp.ones((), d.dtype), d))
+    return g * b * r, -g * a * r
+
+
+@op("atan2", dtypes="float", bwd=_atan2_bwd)
 def _atan2(a, b):
     return jnp.arctan2(a, b)
 
 
-@op("maximum")
+def _extremum_bwd(largest):
+    # torch: half to each side of a tie; a NaN (neither side larger) sends the whole gradient to both
+    def bwd(xs, out, g):
+        a, b = xs
+        zero = _zero(g)
+        half = jnp.where(a == b, g / 2, g)
+        a_loses, b_loses = (a < b, a > b) if largest else (a > b, a < b)
+        return jnp.where(a_loses, zero, half), jnp.where(b_loses, zero, half)
+
+    return bwd
+
+
+@op("maximum", bwd=_extremum_bwd(True))
 def _maximum(a, b):
     return jnp.maximum(a, b)
 
 
-@op("minimum")
+@op("minimum", bwd=_extremum_bwd(False))
 def _minimum(a, b):
     return jnp.minimum(a, b)
 
 
-@op("fmax")
+def _nan_extremum_bwd(largest):
+    # torch: ties go wholly to the first operand, as does a NaN second operand
+    def bwd(xs, out, g):
+        a, b = xs
+        zero = _zero(g)
+        take_a = ((a >= b) if largest else (a <= b)) | jnp.isnan(b)
+        return jnp.where(take_a, g, zero), jnp.where(take_a, zero, g)
+
+    return bwd
+
+
+@op("fmax", bwd=_nan_extremum_bwd(True))
 def _fmax(a, b):
     return jnp.fmax(a, b)
 
 
-@op("fmin")
+@op("fmin", bwd=_nan_extremum_bwd(False))
 def _fmin(a, b):
     return jnp.fmin(a, b)
 
@@ -230,7 +271,28 @@ def _where(cond, a, b):
     return jnp.where(cond, a, b)
 
 
-@op("clamp")
+def _clamp_bwd(xs, out, g):
+    # torch's clamp_backward and clamp_backward_min_max: x keeps the gradient on the closed interval (both
+    # edges included); a bound gets it only where it is the value chosen (lo > hi: hi wins)
+    x, lo, hi = xs
+    zero = _zero(g)
+    inside = jnp.ones((), bool)
+    if lo is not None:
+        inside = inside & (x >= lo)
+    if hi is not None:
+        inside = inside & (x <= hi)
+    glo = ghi = None
+    if lo is not None and hi is not None:
+        glo = jnp.where((x < lo) & (lo < hi), g, zero)
+        ghi = jnp.where((x > hi) | (hi < lo), g, zero)
+    elif lo is not None:
+        glo = jnp.where(x < lo, g, zero)
+    elif hi is not None:
+        ghi = jnp.where(x > hi, g, zero)
+    return jnp.where(inside, g, zero), glo, ghi
+
+
+@op("clamp", bwd=_clamp_bwd)
 def _clamp(x, lo, hi):
     if lo is not None:
         x = jnp.maximum(x, lo)
