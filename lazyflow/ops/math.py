@@ -406,14 +406,28 @@ def _argmin(x, *, dim, keepdim):
     return jnp.argmin(x, axis=dim, keepdims=keepdim).astype(D.default_int().to_jax())
 
 
+def _shifted(x, dim):
+    """``x`` minus its first element along the reduced dims (without gradient): the variance is the same, but a
+    constant input centres to exact zeros (so its std is exactly 0, as torch's Welford pass finds) and large
+    offsets lose no precision."""
+    axes = range(x.ndim) if dim is None else dim
+    if x.size == 0:
+        return x
+    first = x[tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))]
+    return x - lax.stop_gradient(first)
+
+
 @op("var", static=("dim", "correction", "keepdim"), dtypes="none")
 def _var(x, *, dim, correction, keepdim):
-    return jnp.var(x, axis=dim, ddof=correction, keepdims=keepdim)
+    return jnp.var(_shifted(x, dim), axis=dim, ddof=correction, keepdims=keepdim)
 
 
 @op("std", static=("dim", "correction", "keepdim"), dtypes="none")
 def _std(x, *, dim, correction, keepdim):
-    return jnp.std(x, axis=dim, ddof=correction, keepdims=keepdim)
+    v = jnp.var(_shifted(x, dim), axis=dim, ddof=correction, keepdims=keepdim)
+    # torch masks the gradient where std == 0 (a constant input) to 0; sqrt's would be 0 * inf = NaN there
+    zero = v == 0
+    return jnp.where(zero, jnp.zeros((), v.dtype), jnp.sqrt(jnp.where(zero, jnp.ones((), v.dtype), v)))
 
 
 @op("logsumexp", static=("dim", "keepdim"), dtypes="float")
@@ -421,7 +435,37 @@ def _logsumexp(x, *, dim, keepdim):
     return jax.nn.logsumexp(x, axis=dim, keepdims=keepdim)
 
 
-@op("norm", static=("p", "dim", "keepdim"), dtypes="float")
+def _norm_bwd(xs, out, g, *, p, dim, keepdim):
+    """torch's linalg_vector_norm_backward: a zero norm sends no gradient, ``|x|`` contributes ``sgn(x)``
+    (0 at 0), and the inf-norms split the gradient evenly between the tied largest (smallest) magnitudes."""
+    x = xs[0]
+    if not keepdim:
+        axes = tuple(range(x.ndim)) if dim is None else dim
+        out, g = jnp.expand_dims(out, axes), jnp.expand_dims(g, axes)
+    zero = _zero(g)
+    if p == 0:
+        return (jnp.zeros_like(x),)
+    if p == 1:
+        return (jnp.sign(x) * g,)
+    a = jnp.abs(x)
+    if p == builtins.float("inf") or p == -builtins.float("inf"):
+        mask = ((a == out) | jnp.isnan(a)).astype(x.dtype)
+        return (jnp.sign(x) * mask * (g / jnp.sum(mask, axis=dim, keepdims=True)),)
+    p = 2 if p == "fro" else p
+    nz = out != 0
+    safe = jnp.where(nz, out, jnp.ones((), out.dtype))
+    if p < 1:
+        scaled = jnp.where(x == 0, zero, jnp.power(jnp.where(x == 0, jnp.ones((), a.dtype), a), p - 1))
+        return (jnp.sign(x) * scaled * g * jnp.power(out, 1 - p),)
+    scale = jnp.where(nz, g / (safe if p == 2 else jnp.power(safe, p - 1)), zero)
+    if p == 2:
+        return (x * scale,)
+    if p < 2:
+        return (jnp.sign(x) * jnp.power(a, p - 1) * scale,)
+    return (x * jnp.power(a, p - 2) * scale,)
+
+
+@op("norm", static=("p", "dim", "keepdim"), dtypes="float", bwd=_norm_bwd)
 def _norm(x, *, p, dim, keepdim):
     if p == "fro" or p == 2:
         return jnp.sqrt(jnp.sum(x * x, axis=dim, keepdims=keepdim))
