@@ -27,6 +27,12 @@ def _zero(g):
     return jnp.zeros((), g.dtype)
 
 
+def _sgn(x):
+    """torch's ``sgn`` in backward rules: -1, 0 or 1, and 0 at NaN (``jnp.sign`` gives NaN there)."""
+    one = jnp.ones((), x.dtype)
+    return jnp.where(x > 0, one, jnp.where(x < 0, -one, jnp.zeros((), x.dtype)))
+
+
 def _rsqrt_bwd(xs, out, g):
     # torch: -0.5 * grad * result**3 (so rsqrt(-0.0) = -inf has gradient +inf, not autodiff's -inf)
     return (g * (-0.5) * (out * out * out),)
@@ -36,7 +42,11 @@ op("rsqrt", dtypes="float", bwd=_rsqrt_bwd)(lax.rsqrt)
 
 # ---------------------------------------------------------------- unary, dtype kept
 def _sign(x):
-    return x if x.dtype == jnp.bool_ else jnp.sign(x)
+    if x.dtype == jnp.bool_:
+        return x
+    if jnp.issubdtype(x.dtype, jnp.floating):  # torch: sign(NaN) is 0
+        return jnp.where(jnp.isnan(x), jnp.zeros((), x.dtype), jnp.sign(x))
+    return jnp.sign(x)
 
 
 def _square(x):
@@ -50,7 +60,7 @@ for _name, _fn in {"neg": jnp.negative, "sign": _sign, "square": _square}.items(
 
 
 def _abs_bwd(xs, out, g):
-    return (g * jnp.sign(xs[0]),)  # torch: grad * sgn(x), 0 at 0
+    return (g * _sgn(xs[0]),)  # torch: grad * sgn(x), 0 at 0 (and at NaN)
 
 
 @op("abs", bwd=_abs_bwd)
@@ -59,7 +69,7 @@ def _abs(x):
 
 
 def _relu_bwd(xs, out, g):
-    return (jnp.where(out > 0, g, _zero(g)),)  # torch: 0 at 0 (threshold_backward on the result)
+    return (jnp.where(out <= 0, _zero(g), g),)  # torch's threshold_backward on the result: 0 at 0, g at NaN
 
 
 @op("relu", bwd=_relu_bwd)
@@ -95,14 +105,20 @@ def _leaky_relu(x, *, negative_slope):
     return jnp.where(x >= 0, x, x * jnp.asarray(negative_slope, x.dtype))
 
 
-@op("elu", static=("alpha",), dtypes="float")
+def _elu_bwd(xs, out, g, *, alpha):
+    x = xs[0]
+    # torch's elu_backward; autodiff of jax.nn.elu agrees except at NaN (torch: g, autodiff: NaN)
+    return (jnp.where(x <= 0, g * (alpha * jnp.exp(x)), g),)
+
+
+@op("elu", static=("alpha",), dtypes="float", bwd=_elu_bwd)
 def _elu(x, *, alpha):
     return jax.nn.elu(x, alpha)
 
 
 def _hardtanh_bwd(xs, out, g, *, min_val, max_val):
     x = xs[0]
-    return (jnp.where((x > min_val) & (x < max_val), g, _zero(g)),)  # torch: 0 at both edges
+    return (jnp.where((x <= min_val) | (x >= max_val), _zero(g), g),)  # torch: 0 at both edges, g at NaN
 
 
 @op("hardtanh", static=("min_val", "max_val"), bwd=_hardtanh_bwd)
@@ -362,12 +378,28 @@ def _mean(x, *, dim, keepdim):
     return jnp.mean(x, axis=dim, keepdims=keepdim)
 
 
-@op("amax", static=("dim", "keepdim"), dtypes="none")
+def _keepdims(x, y, dim, keepdim):
+    """``y`` (reduced from ``x`` over ``dim``) with the reduced dims restored as size 1."""
+    if keepdim:
+        return y
+    return jnp.expand_dims(y, tuple(range(x.ndim)) if dim is None else dim)
+
+
+def _amax_bwd(xs, out, g, *, dim, keepdim):
+    # torch's evenly_distribute_backward (max()/min()): the gradient is split evenly between the elements equal
+    # to the result, and a NaN result shares it between the NaNs (autodiff gave NaN slices no gradient at all)
+    x = xs[0]
+    out, g = _keepdims(x, out, dim, keepdim), _keepdims(x, g, dim, keepdim)
+    mask = ((x == out) | (jnp.isnan(x) & jnp.isnan(out))).astype(g.dtype)
+    return (mask * (g / jnp.sum(mask, axis=dim, keepdims=True)),)
+
+
+@op("amax", static=("dim", "keepdim"), dtypes="none", bwd=_amax_bwd)
 def _amax(x, *, dim, keepdim):
     return jnp.max(x, axis=dim, keepdims=keepdim)
 
 
-@op("amin", static=("dim", "keepdim"), dtypes="none")
+@op("amin", static=("dim", "keepdim"), dtypes="none", bwd=_amax_bwd)
 def _amin(x, *, dim, keepdim):
     return jnp.min(x, axis=dim, keepdims=keepdim)
 
@@ -439,29 +471,27 @@ def _norm_bwd(xs, out, g, *, p, dim, keepdim):
     """torch's linalg_vector_norm_backward: a zero norm sends no gradient, ``|x|`` contributes ``sgn(x)``
     (0 at 0), and the inf-norms split the gradient evenly between the tied largest (smallest) magnitudes."""
     x = xs[0]
-    if not keepdim:
-        axes = tuple(range(x.ndim)) if dim is None else dim
-        out, g = jnp.expand_dims(out, axes), jnp.expand_dims(g, axes)
+    out, g = _keepdims(x, out, dim, keepdim), _keepdims(x, g, dim, keepdim)
     zero = _zero(g)
     if p == 0:
         return (jnp.zeros_like(x),)
     if p == 1:
-        return (jnp.sign(x) * g,)
+        return (_sgn(x) * g,)
     a = jnp.abs(x)
     if p == builtins.float("inf") or p == -builtins.float("inf"):
         mask = ((a == out) | jnp.isnan(a)).astype(x.dtype)
-        return (jnp.sign(x) * mask * (g / jnp.sum(mask, axis=dim, keepdims=True)),)
+        return (_sgn(x) * mask * (g / jnp.sum(mask, axis=dim, keepdims=True)),)
     p = 2 if p == "fro" else p
     nz = out != 0
     safe = jnp.where(nz, out, jnp.ones((), out.dtype))
     if p < 1:
         scaled = jnp.where(x == 0, zero, jnp.power(jnp.where(x == 0, jnp.ones((), a.dtype), a), p - 1))
-        return (jnp.sign(x) * scaled * g * jnp.power(out, 1 - p),)
+        return (_sgn(x) * scaled * g * jnp.power(out, 1 - p),)
     scale = jnp.where(nz, g / (safe if p == 2 else jnp.power(safe, p - 1)), zero)
     if p == 2:
         return (x * scale,)
     if p < 2:
-        return (jnp.sign(x) * jnp.power(a, p - 1) * scale,)
+        return (_sgn(x) * jnp.power(a, p - 1) * scale,)
     return (x * jnp.power(a, p - 2) * scale,)
 
 
