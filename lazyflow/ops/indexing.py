@@ -62,9 +62,9 @@ def _simple(spec) -> bool:
 
 
 def _general_index(x, spec, dyn):
-    base, idx = _index_tuple(x, tuple(("s", 0, x.shape[i], 1) if it[0] == "ds" else it
+    _, idx = _index_tuple(x, tuple(("s", 0, x.shape[i], 1) if it[0] == "ds" else it
                                       for i, it in enumerate(spec)), dyn)
-    # dynamic-start slices only occur in _simple specs, so base is x here
+    # dynamic-start slices only occur in _simple specs, so the array _index_tuple returns is x itself
     return idx
 
 

@@ -76,6 +76,7 @@ def _relu_bwd(xs, out, g):
 def _relu(x):
     return jnp.maximum(x, jnp.zeros((), x.dtype))
 
+
 for _name, _fn in {"floor": jnp.floor, "ceil": jnp.ceil, "trunc": jnp.trunc}.items():
     op(_name)(_fn)
 
