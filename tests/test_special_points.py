@@ -514,3 +514,47 @@ def test_every_differentiable_primitive_has_special_points_or_a_reason():
     assert not both, f"EXEMPT lists primitives that do have records: {both}"
     ids = [rec.id for rec in RECORDS]
     assert len(ids) == len(set(ids)), "duplicate record ids"
+
+
+class _KinkStep(lf.nn.Graph):
+    def __init__(self, model, opt):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(opt)
+
+    def build(self, x):
+        loss = _kink_loss(self.model, x)
+        loss.backward()
+        return loss
+
+
+def _kink_loss(model, x):
+    h = model[0](x)  # every pre-activation is exactly 0 or at a clamp bound
+    out = model[1](h.relu())
+    return out.abs().sum() + h.clamp(0, 1).sum() + h.max() + (h * 0 + 1).std()
+
+
+def _kink_model(lib):
+    nn = lf.nn if lib is lf else torch.nn
+    model = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 2))
+    values = [[[1.0, -1], [0, 0], [2, -1]], [0.0, 0, -1], [[1.0, 1, 1], [0, 0, 0]], [0.0, 0]]
+    with (lf.no_grad() if lib is lf else torch.no_grad()):
+        for p, v in zip(model.parameters(), values):
+            p.copy_(lib.tensor(v))
+    return model
+
+
+def test_training_step_in_nn_graph_matches_torch_at_kinks():
+    """One SGD step through ``lf.nn.Graph`` (forward, ``loss.backward()`` and the update in one program) on a
+    model whose activations sit exactly on relu's kink, clamp's bounds, a tie of max() and abs at 0, and whose
+    std is of a constant: the updated parameters equal torch's."""
+    x = np.array([[1.0, 1.0]])
+    ref = _kink_model(torch)
+    opt = torch.optim.SGD(ref.parameters(), lr=1.0)
+    _kink_loss(ref, torch.tensor(x, dtype=torch.float32)).backward()
+    opt.step()
+    model = _kink_model(lf)
+    step = _KinkStep(model, lf.optim.SGD(model.parameters(), lr=1.0))
+    step(lf.tensor(x, dtype=lf.float32))
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        np.testing.assert_array_equal(p.numpy(), q.detach().numpy(), err_msg=name)
