@@ -14,10 +14,11 @@ one compiled kernel). Spec items:
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .table import op
+from .table import op, sum_to_shape
 
 
 def _index_tuple(x, spec, dyn):
@@ -60,8 +61,28 @@ def _simple(spec) -> bool:
     return all(it[0] in ("i", "ds", "n") or (it[0] == "s" and it[3] == 1) for it in spec)
 
 
-@op("setitem", static=("spec",), dtypes=_setitem_dtypes)
-def _setitem(x, *operands, spec):
+def _general_index(x, spec, dyn):
+    _, idx = _index_tuple(x, tuple(("s", 0, x.shape[i], 1) if it[0] == "ds" else it
+                                      for i, it in enumerate(spec)), dyn)
+    # dynamic-start slices only occur in _simple specs, so the array _index_tuple returns is x itself
+    return idx
+
+
+def _setitem_bwd(xs, out, g, *, spec):
+    x, *dyn, v = xs
+    if _simple(spec):  # slices only: no position is written twice, autodiff's rule is torch's
+        _, pull = jax.vjp(lambda x_, v_: _setitem_value(x_, *dyn, v_, spec=spec), x, v)
+        gx, gv = pull(g)
+    else:
+        # torch's index_put backward: every listed position sends its gradient to the value written there,
+        # a repeated index included (autodiff of a scatter gives it to the one write that lands only)
+        idx = _general_index(x, spec, dyn)
+        gx = g.at[idx].set(jnp.zeros((), g.dtype))
+        gv = sum_to_shape(g[idx], jnp.shape(v))
+    return (gx, *([None] * len(dyn)), gv)
+
+
+def _setitem_value(x, *operands, spec):
     *dyn, v = operands
     if _simple(spec):
         # one dynamic_update_slice: O(update) work, in place when the buffer is donated
@@ -93,7 +114,7 @@ def _setitem(x, *operands, spec):
         v = jnp.broadcast_to(v, tuple(res_shape)).reshape(tuple(upd_shape))
         starts = [jnp.asarray(s, jnp.int32) for s in starts]
         return lax.dynamic_update_slice(x, v, starts)
-    base, idx = _index_tuple(x, tuple(("s", 0, x.shape[i], 1) if it[0] == "ds" else it
-                                      for i, it in enumerate(spec)), dyn)
-    # dynamic-start slices only occur in _simple specs, so base is x here
-    return base.at[idx].set(v)
+    return x.at[_general_index(x, spec, dyn)].set(v)
+
+
+op("setitem", static=("spec",), dtypes=_setitem_dtypes, bwd=_setitem_bwd)(_setitem_value)

@@ -9,12 +9,12 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._core import dtypes as D
-from .table import op
+from .table import compute_dtypes, op
 
 # ---------------------------------------------------------------- unary, floating results
 for _name, _fn in {
     "exp": jnp.exp, "log": jnp.log, "log1p": jnp.log1p, "expm1": jnp.expm1, "sqrt": jnp.sqrt,
-    "rsqrt": lax.rsqrt, "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan, "tanh": jnp.tanh,
+    "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan, "tanh": jnp.tanh,
     "sigmoid": jax.nn.sigmoid, "erf": jax.scipy.special.erf, "log2": jnp.log2, "log10": jnp.log10,
     "reciprocal": jnp.reciprocal, "silu": jax.nn.silu, "asin": jnp.arcsin, "acos": jnp.arccos,
     "atan": jnp.arctan, "sinh": jnp.sinh, "cosh": jnp.cosh, "exp2": jnp.exp2,
@@ -22,9 +22,31 @@ for _name, _fn in {
 }.items():
     op(_name, dtypes="float")(_fn)
 
+
+def _zero(g):
+    return jnp.zeros((), g.dtype)
+
+
+def _sgn(x):
+    """torch's ``sgn`` in backward rules: -1, 0 or 1, and 0 at NaN (``jnp.sign`` gives NaN there)."""
+    one = jnp.ones((), x.dtype)
+    return jnp.where(x > 0, one, jnp.where(x < 0, -one, jnp.zeros((), x.dtype)))
+
+
+def _rsqrt_bwd(xs, out, g):
+    # torch: -0.5 * grad * result**3 (so rsqrt(-0.0) = -inf has gradient +inf, not autodiff's -inf)
+    return (g * (-0.5) * (out * out * out),)
+
+
+op("rsqrt", dtypes="float", bwd=_rsqrt_bwd)(lax.rsqrt)
+
 # ---------------------------------------------------------------- unary, dtype kept
 def _sign(x):
-    return x if x.dtype == jnp.bool_ else jnp.sign(x)
+    if x.dtype == jnp.bool_:
+        return x
+    if jnp.issubdtype(x.dtype, jnp.floating):  # torch: sign(NaN) is 0
+        return jnp.where(jnp.isnan(x), jnp.zeros((), x.dtype), jnp.sign(x))
+    return jnp.sign(x)
 
 
 def _square(x):
@@ -33,11 +55,27 @@ def _square(x):
     return x * x
 
 
-for _name, _fn in {
-    "neg": jnp.negative, "abs": jnp.abs, "sign": _sign, "square": _square,
-    "relu": lambda x: jnp.maximum(x, jnp.zeros((), x.dtype)),
-}.items():
+for _name, _fn in {"neg": jnp.negative, "sign": _sign, "square": _square}.items():
     op(_name, linear=_name == "neg")(_fn)
+
+
+def _abs_bwd(xs, out, g):
+    return (g * _sgn(xs[0]),)  # torch: grad * sgn(x), 0 at 0 (and at NaN)
+
+
+@op("abs", bwd=_abs_bwd)
+def _abs(x):
+    return jnp.abs(x)
+
+
+def _relu_bwd(xs, out, g):
+    return (jnp.where(out <= 0, _zero(g), g),)  # torch's threshold_backward on the result: 0 at 0, g at NaN
+
+
+@op("relu", bwd=_relu_bwd)
+def _relu(x):
+    return jnp.maximum(x, jnp.zeros((), x.dtype))
+
 
 for _name, _fn in {"floor": jnp.floor, "ceil": jnp.ceil, "trunc": jnp.trunc}.items():
     op(_name)(_fn)
@@ -59,17 +97,32 @@ def _softplus(x, *, beta, threshold):
     return jnp.where(bx > threshold, x, jnp.logaddexp(bx, 0.0).astype(x.dtype) / beta)
 
 
-@op("leaky_relu", static=("negative_slope",))
+def _leaky_relu_bwd(xs, out, g, *, negative_slope):
+    return (jnp.where(xs[0] > 0, g, g * jnp.asarray(negative_slope, g.dtype)),)  # torch: the slope at 0
+
+
+@op("leaky_relu", static=("negative_slope",), bwd=_leaky_relu_bwd)
 def _leaky_relu(x, *, negative_slope):
     return jnp.where(x >= 0, x, x * jnp.asarray(negative_slope, x.dtype))
 
 
-@op("elu", static=("alpha",), dtypes="float")
+def _elu_bwd(xs, out, g, *, alpha):
+    x = xs[0]
+    # torch's elu_backward; autodiff of jax.nn.elu agrees except at NaN (torch: g, autodiff: NaN)
+    return (jnp.where(x <= 0, g * (alpha * jnp.exp(x)), g),)
+
+
+@op("elu", static=("alpha",), dtypes="float", bwd=_elu_bwd)
 def _elu(x, *, alpha):
     return jax.nn.elu(x, alpha)
 
 
-@op("hardtanh", static=("min_val", "max_val"))
+def _hardtanh_bwd(xs, out, g, *, min_val, max_val):
+    x = xs[0]
+    return (jnp.where((x <= min_val) | (x >= max_val), _zero(g), g),)  # torch: 0 at both edges, g at NaN
+
+
+@op("hardtanh", static=("min_val", "max_val"), bwd=_hardtanh_bwd)
 def _hardtanh(x, *, min_val, max_val):
     return jnp.clip(x, min_val, max_val)
 
@@ -132,7 +185,17 @@ def _fmod(a, b):
     return jnp.fmod(a, b)
 
 
-@op("pow")
+def _pow_bwd(xs, out, g):
+    # torch: no gradient to the base where the exponent is 0 (0**0 included), none to the exponent where
+    # base == 0 and exponent >= 0; elsewhere b * a**(b-1) and a**b * log(a) (0**-1: -inf, (-2)**3: nan)
+    a, b = xs
+    zero = _zero(g)
+    ga = jnp.where(b == 0, zero, g * (b * jnp.power(a, b - 1)))
+    gb = g * jnp.where((a == 0) & (b >= 0), zero, out * jnp.log(a))
+    return ga, gb
+
+
+@op("pow", bwd=_pow_bwd)
 def _pow(a, b):
     if jnp.issubdtype(jnp.result_type(a), jnp.integer):
         # integer powers: XLA leaves negative exponents undefined; torch gives 1/a**|b| truncated
@@ -144,27 +207,58 @@ def _pow(a, b):
     return jnp.power(a, b)
 
 
-@op("atan2", dtypes="float")
+def _atan2_bwd(xs, out, g):
+    a, b = xs
+    d = a * a + b * b
+    # torch: 1 / (a**2 + b**2) taken as 0 where the denominator is 0, so atan2(0, 0) has gradient 0
+    r = jnp.where(d == 0, _zero(g), 1 / jnp.where(d == 0, jnp.ones((), d.dtype), d))
+    return g * b * r, -g * a * r
+
+
+@op("atan2", dtypes="float", bwd=_atan2_bwd)
 def _atan2(a, b):
     return jnp.arctan2(a, b)
 
 
-@op("maximum")
+def _extremum_bwd(largest):
+    # torch: half to each side of a tie; a NaN (neither side larger) sends the whole gradient to both
+    def bwd(xs, out, g):
+        a, b = xs
+        zero = _zero(g)
+        half = jnp.where(a == b, g / 2, g)
+        a_loses, b_loses = (a < b, a > b) if largest else (a > b, a < b)
+        return jnp.where(a_loses, zero, half), jnp.where(b_loses, zero, half)
+
+    return bwd
+
+
+@op("maximum", bwd=_extremum_bwd(True))
 def _maximum(a, b):
     return jnp.maximum(a, b)
 
 
-@op("minimum")
+@op("minimum", bwd=_extremum_bwd(False))
 def _minimum(a, b):
     return jnp.minimum(a, b)
 
 
-@op("fmax")
+def _nan_extremum_bwd(largest):
+    # torch: ties go wholly to the first operand, as does a NaN second operand
+    def bwd(xs, out, g):
+        a, b = xs
+        zero = _zero(g)
+        take_a = ((a >= b) if largest else (a <= b)) | jnp.isnan(b)
+        return jnp.where(take_a, g, zero), jnp.where(take_a, zero, g)
+
+    return bwd
+
+
+@op("fmax", bwd=_nan_extremum_bwd(True))
 def _fmax(a, b):
     return jnp.fmax(a, b)
 
 
-@op("fmin")
+@op("fmin", bwd=_nan_extremum_bwd(False))
 def _fmin(a, b):
     return jnp.fmin(a, b)
 
@@ -184,8 +278,6 @@ for _name, _fn in {"bitwise_and": jnp.bitwise_and, "bitwise_or": jnp.bitwise_or,
 
 
 def _where_dtypes(descs, statics):
-    from .table import compute_dtypes  # same promotion over the two value operands
-
     return [None] + compute_dtypes(_add, descs[1:], ())
 
 
@@ -194,7 +286,28 @@ def _where(cond, a, b):
     return jnp.where(cond, a, b)
 
 
-@op("clamp")
+def _clamp_bwd(xs, out, g):
+    # torch's clamp_backward and clamp_backward_min_max: x keeps the gradient on the closed interval (both
+    # edges included); a bound gets it only where it is the value chosen (lo > hi: hi wins)
+    x, lo, hi = xs
+    zero = _zero(g)
+    inside = jnp.ones((), bool)
+    if lo is not None:
+        inside = inside & (x >= lo)
+    if hi is not None:
+        inside = inside & (x <= hi)
+    glo = ghi = None
+    if lo is not None and hi is not None:
+        glo = jnp.where((x < lo) & (lo < hi), g, zero)
+        ghi = jnp.where((x > hi) | (hi < lo), g, zero)
+    elif lo is not None:
+        glo = jnp.where(x < lo, g, zero)
+    elif hi is not None:
+        ghi = jnp.where(x > hi, g, zero)
+    return jnp.where(inside, g, zero), glo, ghi
+
+
+@op("clamp", bwd=_clamp_bwd)
 def _clamp(x, lo, hi):
     if lo is not None:
         x = jnp.maximum(x, lo)
@@ -264,12 +377,28 @@ def _mean(x, *, dim, keepdim):
     return jnp.mean(x, axis=dim, keepdims=keepdim)
 
 
-@op("amax", static=("dim", "keepdim"), dtypes="none")
+def _keepdims(x, y, dim, keepdim):
+    """``y`` (reduced from ``x`` over ``dim``) with the reduced dims restored as size 1."""
+    if keepdim:
+        return y
+    return jnp.expand_dims(y, tuple(range(x.ndim)) if dim is None else dim)
+
+
+def _amax_bwd(xs, out, g, *, dim, keepdim):
+    # torch's evenly_distribute_backward (max()/min()): the gradient is split evenly between the elements equal
+    # to the result, and a NaN result shares it between the NaNs (autodiff gave NaN slices no gradient at all)
+    x = xs[0]
+    out, g = _keepdims(x, out, dim, keepdim), _keepdims(x, g, dim, keepdim)
+    mask = ((x == out) | (jnp.isnan(x) & jnp.isnan(out))).astype(g.dtype)
+    return (mask * (g / jnp.sum(mask, axis=dim, keepdims=True)),)
+
+
+@op("amax", static=("dim", "keepdim"), dtypes="none", bwd=_amax_bwd)
 def _amax(x, *, dim, keepdim):
     return jnp.max(x, axis=dim, keepdims=keepdim)
 
 
-@op("amin", static=("dim", "keepdim"), dtypes="none")
+@op("amin", static=("dim", "keepdim"), dtypes="none", bwd=_amax_bwd)
 def _amin(x, *, dim, keepdim):
     return jnp.min(x, axis=dim, keepdims=keepdim)
 
@@ -308,14 +437,28 @@ def _argmin(x, *, dim, keepdim):
     return jnp.argmin(x, axis=dim, keepdims=keepdim).astype(D.default_int().to_jax())
 
 
+def _shifted(x, dim):
+    """``x`` minus its first element along the reduced dims (without gradient): the variance is the same, but a
+    constant input centres to exact zeros (so its std is exactly 0, as torch's Welford pass finds) and large
+    offsets lose no precision."""
+    axes = range(x.ndim) if dim is None else dim
+    if x.size == 0:
+        return x
+    first = x[tuple(slice(0, 1) if i in axes else slice(None) for i in range(x.ndim))]
+    return x - lax.stop_gradient(first)
+
+
 @op("var", static=("dim", "correction", "keepdim"), dtypes="none")
 def _var(x, *, dim, correction, keepdim):
-    return jnp.var(x, axis=dim, ddof=correction, keepdims=keepdim)
+    return jnp.var(_shifted(x, dim), axis=dim, ddof=correction, keepdims=keepdim)
 
 
 @op("std", static=("dim", "correction", "keepdim"), dtypes="none")
 def _std(x, *, dim, correction, keepdim):
-    return jnp.std(x, axis=dim, ddof=correction, keepdims=keepdim)
+    v = jnp.var(_shifted(x, dim), axis=dim, ddof=correction, keepdims=keepdim)
+    # torch masks the gradient where std == 0 (a constant input) to 0; sqrt's would be 0 * inf = NaN there
+    zero = v == 0
+    return jnp.where(zero, jnp.zeros((), v.dtype), jnp.sqrt(jnp.where(zero, jnp.ones((), v.dtype), v)))
 
 
 @op("logsumexp", static=("dim", "keepdim"), dtypes="float")
@@ -323,7 +466,35 @@ def _logsumexp(x, *, dim, keepdim):
     return jax.nn.logsumexp(x, axis=dim, keepdims=keepdim)
 
 
-@op("norm", static=("p", "dim", "keepdim"), dtypes="float")
+def _norm_bwd(xs, out, g, *, p, dim, keepdim):
+    """torch's linalg_vector_norm_backward: a zero norm sends no gradient, ``|x|`` contributes ``sgn(x)``
+    (0 at 0), and the inf-norms split the gradient evenly between the tied largest (smallest) magnitudes."""
+    x = xs[0]
+    out, g = _keepdims(x, out, dim, keepdim), _keepdims(x, g, dim, keepdim)
+    zero = _zero(g)
+    if p == 0:
+        return (jnp.zeros_like(x),)
+    if p == 1:
+        return (_sgn(x) * g,)
+    a = jnp.abs(x)
+    if p == builtins.float("inf") or p == -builtins.float("inf"):
+        mask = ((a == out) | jnp.isnan(a)).astype(x.dtype)
+        return (_sgn(x) * mask * (g / jnp.sum(mask, axis=dim, keepdims=True)),)
+    p = 2 if p == "fro" else p
+    nz = out != 0
+    safe = jnp.where(nz, out, jnp.ones((), out.dtype))
+    if p < 1:
+        scaled = jnp.where(x == 0, zero, jnp.power(jnp.where(x == 0, jnp.ones((), a.dtype), a), p - 1))
+        return (_sgn(x) * scaled * g * jnp.power(out, 1 - p),)
+    scale = jnp.where(nz, g / (safe if p == 2 else jnp.power(safe, p - 1)), zero)
+    if p == 2:
+        return (x * scale,)
+    if p < 2:
+        return (_sgn(x) * jnp.power(a, p - 1) * scale,)
+    return (x * jnp.power(a, p - 2) * scale,)
+
+
+@op("norm", static=("p", "dim", "keepdim"), dtypes="float", bwd=_norm_bwd)
 def _norm(x, *, p, dim, keepdim):
     if p == "fro" or p == 2:
         return jnp.sqrt(jnp.sum(x * x, axis=dim, keepdims=keepdim))

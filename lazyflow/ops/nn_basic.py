@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from .random import key_of
 from .table import op
@@ -64,7 +65,10 @@ def _nll_loss(logp, target, weight, *, ignore_index, reduction):
         return loss
     if reduction == "sum":
         return loss.sum()
-    return loss.sum() / w.sum()
+    total, count = loss.sum(), w.sum()
+    # every target ignored: torch's mean is 0/0 = NaN with a zero gradient (autodiff's would be 0 * inf = NaN)
+    none = count == 0
+    return jnp.where(none, lax.stop_gradient(total) / count, total / jnp.where(none, jnp.ones((), count.dtype), count))
 
 
 def _vector_norm(g, p):

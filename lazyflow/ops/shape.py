@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -68,11 +69,15 @@ def _roll(x, *, shifts, dims):
     return jnp.roll(x, shifts, dims)
 
 
-@op("gather", static=("dim",), dtypes="none", linear=True)
-def _gather(x, index, *, dim):
+def _take(x, index, dim):
     # torch lets index be smaller than x outside `dim`: only the leading part of those dims is read
     x = x[tuple(slice(None) if i == dim else slice(0, n) for i, n in enumerate(index.shape))]
     return jnp.take_along_axis(x, index, axis=dim, mode="clip")
+
+
+@op("gather", static=("dim",), dtypes="none", linear=True)
+def _gather(x, index, *, dim):
+    return _take(x, index, dim)
 
 
 def _scatter_index(x, index, dim):
@@ -86,12 +91,50 @@ def _value_dtypes(descs, statics):
     return [None, None, descs[0][1]]
 
 
-@op("scatter", static=("dim", "reduce"), dtypes=_value_dtypes)
-def _scatter(x, index, src, *, dim, reduce):
+def _used_src(src, index):
     if jnp.ndim(src) == 0:
-        src = jnp.broadcast_to(src, index.shape)
-    else:
-        src = src[tuple(slice(0, s) for s in index.shape)]
+        return jnp.broadcast_to(src, index.shape)
+    return src[tuple(slice(0, s) for s in index.shape)]
+
+
+def _src_grad(gs, src):
+    """The gradient of the part of ``src`` that was read, as a gradient of the whole ``src``."""
+    if jnp.ndim(src) == 0:
+        return jnp.sum(gs)
+    if gs.shape == src.shape:
+        return gs
+    return jnp.zeros(src.shape, gs.dtype).at[tuple(slice(0, n) for n in gs.shape)].set(gs)
+
+
+def _scatter_bwd(xs, out, g, *, dim, reduce):
+    """torch's scatter/scatter_reduce backward: a plain write sends every listed position's gradient to its
+    source element (a repeated index too; autodiff gives it to the one write that lands), a product divides out
+    the factor with torch's care for zeros; sums, amax and amin keep autodiff's rule, which is torch's (ties of
+    amax/amin split evenly, the destination's own value included)."""
+    x, index, src = xs
+    if reduce in ("amax", "amin"):
+        _, pull = jax.vjp(lambda x_, s_: _scatter_value(x_, index, s_, dim=dim, reduce=reduce), x, src)
+        gx, gs = pull(g)
+        return gx, None, gs
+    s = _used_src(src, index)
+    zero, one = jnp.zeros((), g.dtype), jnp.ones((), g.dtype)
+    if reduce is None:
+        return g.at[_scatter_index(g, index, dim)].set(zero), None, _src_grad(_take(g, index, dim), src)
+    if reduce in ("add", "sum"):
+        return g, None, _src_grad(_take(g, index, dim), src)
+    # product: the factor each element contributed, divided out -- or recomputed without it where it is 0
+    masked_x = jnp.where(x == 0, one, x)
+    gx = g * _scatter_value(masked_x, index, s, dim=dim, reduce=reduce) / masked_x
+    s_zero = s == 0
+    n_zero = _take(jnp.zeros_like(x).at[_scatter_index(x, index, dim)].add(s_zero.astype(x.dtype)), index, dim)
+    single = s_zero & (n_zero == 1)
+    without = _scatter_value(x, index, jnp.where(single, one, s), dim=dim, reduce=reduce)
+    gs = jnp.where(single, _take(g * without, index, dim), _take(g * out, index, dim) / jnp.where(s_zero, one, s))
+    return gx, None, _src_grad(gs, src)
+
+
+def _scatter_value(x, index, src, *, dim, reduce):
+    src = _used_src(src, index)
     at = x.at[_scatter_index(x, index, dim)]
     if reduce is None:
         return at.set(src)
@@ -104,6 +147,9 @@ def _scatter(x, index, src, *, dim, reduce):
     if reduce == "amin":
         return at.min(src)
     raise ValueError(f"scatter: unknown reduce {reduce!r}")
+
+
+op("scatter", static=("dim", "reduce"), dtypes=_value_dtypes, bwd=_scatter_bwd)(_scatter_value)
 
 
 @op("index_select", static=("dim",), dtypes="none", linear=True)
@@ -130,11 +176,14 @@ def _sort(x, *, dim, descending, stable):
 
 
 @op("topk", static=("k", "dim", "largest", "sorted"), dtypes="none")
-def _topk(x, *, k, dim, largest, sorted):
+def _topk(x, *, k, dim, largest, sorted):  # noqa: A002
     xm = jnp.moveaxis(x, dim, -1)
-    v, i = lax.top_k(xm if largest else -xm, k)
-    if not largest:
-        v = -v
+    key = xm if largest else -xm
+    if jnp.issubdtype(key.dtype, jnp.floating):  # -0.0 and 0.0 tie (the first index wins), as in torch
+        key = jnp.where(key == 0, jnp.zeros((), key.dtype), key)
+    _, i = lax.top_k(key, k)
+    # the values are read at the chosen indices, so the gradient goes to exactly the positions returned
+    v = jnp.take_along_axis(xm, i, axis=-1)
     return jnp.moveaxis(v, -1, dim), jnp.moveaxis(i, -1, dim).astype(D.default_int().to_jax())
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from .._core import dtypes as D
 from .._core.errors import DTypeError
 
-__all__ = ["OpDef", "REGISTRY", "op", "specialize", "backward_fn", "compute_dtypes", "is_tensor_desc"]
+__all__ = ["OpDef", "REGISTRY", "op", "specialize", "backward_fn", "compute_dtypes", "is_tensor_desc", "sum_to_shape"]
 
 REGISTRY: dict[str, OpDef] = {}
 
@@ -36,8 +36,10 @@ class OpDef:
             result_type over all operands), ``"float"`` (promote, then integers/bool -> default float),
             or a callable ``(descs, statics) -> list[DType | None]``.
         bwd: optional backward rule ``bwd(operands, out, cotangent, **statics) -> grads`` (one per operand,
-            None for no gradient), attached with ``jax.custom_vjp``; without it, ``jax.vjp`` of the
-            implementation is the backward.
+            None for no gradient; a gradient of the broadcast shape is summed back to its operand's shape),
+            attached with ``jax.custom_vjp``; without it, ``jax.vjp`` of the implementation is the backward.
+            Rules pin torch's convention where autodiff of the implementation picks another one (the
+            gradient at a kink, a tie or a zero norm); tests/test_special_points.py checks them.
         differentiable: False for ops whose outputs never carry gradients (comparisons, argmax...).
         linear: True when the gradient does not depend on the differentiable operands' values (add, reshape,
             sum, clone...): the tape then does not version-check them, as torch saves nothing for such ops;
@@ -193,7 +195,18 @@ def backward_fn(op_def: OpDef, statics: tuple, descs: tuple, diff: tuple[int, ..
 def _match(g, v):
     if g is None:
         return jnp.zeros(jnp.shape(v), jnp.result_type(v))
+    if g.shape != jnp.shape(v):  # a rule may return the broadcast shape: sum back to the operand's
+        g = sum_to_shape(g, jnp.shape(v))
     return g.astype(v.dtype) if g.dtype != v.dtype else g
+
+
+def sum_to_shape(g, shape: tuple):
+    """``g`` summed over the dimensions that broadcasting added to an operand of ``shape``."""
+    lead = g.ndim - len(shape)
+    if lead:
+        g = jnp.sum(g, axis=tuple(range(lead)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    return jnp.sum(g, axis=axes, keepdims=True) if axes else g
 
 
 def _ct(o, c):

@@ -156,8 +156,8 @@ def tanhshrink(input: Tensor) -> Tensor:  # noqa: A002
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:  # noqa: A002
-    """``input`` where ``input > threshold``, else ``value``."""
-    out = _F.where(input > threshold, input, value)
+    """``value`` where ``input <= threshold``, else ``input`` (NaN stays NaN and keeps its gradient, like torch)."""
+    out = _F.where(input <= threshold, value, input)
     return input.copy_(out) if inplace else out
 
 
