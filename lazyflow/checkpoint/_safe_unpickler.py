@@ -38,9 +38,11 @@ KEY_DEPTH = 64
 HASH_BUDGET = 1 << 20
 
 _MARK = object()  # what MARK pushes onto the stack
-(_BINGET, _MEMOIZE, _MARK_OP, _BININT1, _SHORT_BINUNICODE, _NONE, _NEWFALSE, _NEWTRUE, _EMPTY_DICT,
- _EMPTY_LIST) = (op[0] for op in (pickle.BINGET, pickle.MEMOIZE, pickle.MARK, pickle.BININT1, pickle.SHORT_BINUNICODE,
-                                  pickle.NONE, pickle.NEWFALSE, pickle.NEWTRUE, pickle.EMPTY_DICT, pickle.EMPTY_LIST))
+(_BINGET, _MEMOIZE, _MARK_OP, _BININT1, _SHORT_BINUNICODE, _NONE, _NEWFALSE, _NEWTRUE, _EMPTY_DICT, _EMPTY_LIST,
+ _BININT2, _BININT, _SETITEMS, _APPEND) = (op[0] for op in (
+    pickle.BINGET, pickle.MEMOIZE, pickle.MARK, pickle.BININT1, pickle.SHORT_BINUNICODE, pickle.NONE,
+    pickle.NEWFALSE, pickle.NEWTRUE, pickle.EMPTY_DICT, pickle.EMPTY_LIST, pickle.BININT2, pickle.BININT,
+    pickle.SETITEMS, pickle.APPEND))
 _I4, _U2, _U4, _U8, _F8 = (struct.Struct(f).unpack_from for f in ("<i", "<H", "<I", "<Q", ">d"))
 
 
@@ -78,8 +80,8 @@ class SafeUnpickler:
         data, stack, memo, dispatch, n = self.data, self.stack, self.memo, _DISPATCH, len(self.data)
         push = stack.append
         pos = 2
-        # The most frequent opcodes of a state dict's pickle run inline (about 4x faster than one call each);
-        # the rest go through _DISPATCH with self.pos synchronised.
+        # The most frequent opcodes of a state dict's pickle run inline (no call, no attribute access); the
+        # rest go through _DISPATCH with self.pos synchronised.
         try:
             while True:
                 op = data[pos]
@@ -112,6 +114,22 @@ class SafeUnpickler:
                     push({})
                 elif op == _EMPTY_LIST:
                     push([])
+                elif op == _BININT2:
+                    push(data[pos] | data[pos + 1] << 8)
+                    pos += 2
+                elif op == _BININT:
+                    push(_I4(data, pos)[0])
+                    pos += 4
+                elif op == _SETITEMS:  # plain dicts with str/int keys inline, the rest as op_setitems
+                    self.pos = pos
+                    items = self.pop_mark()
+                    target = stack[-1]
+                    if type(target) is dict and all(type(k) is str or type(k) is int for k in items[::2]):
+                        target.update(zip(items[::2], items[1::2]))
+                    else:
+                        self.op_setitems(items)
+                elif op == _APPEND and type(stack[-2]) is list and stack[-1] is not _MARK:
+                    stack[-2].append(stack.pop())
                 else:
                     fn = dispatch.get(op)
                     self.pos = pos
@@ -121,8 +139,8 @@ class SafeUnpickler:
                     pos = self.pos
         except _Stop as stop:
             return stop.value
-        except (IndexError, KeyError, UnicodeDecodeError):  # a read past the end, a pop from an empty stack,
-            pass  # a missing memo entry, a string that is not UTF-8
+        except (IndexError, KeyError, UnicodeDecodeError, struct.error):  # a read past the end, a pop from an
+            pass  # empty stack, a missing memo entry, a string that is not UTF-8
         self.fail(f"the metadata pickle is truncated or malformed (at byte {pos} of {n})")
 
     def refuse_opcode(self, op: int):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._core.errors import CheckpointError, CheckpointWriteError, LazyflowError
@@ -20,7 +20,7 @@ class SaveHandle:
 
     A save still running when the process ends is finished first; one that failed without anybody calling
     :meth:`wait` is reported on stderr and the process exits with status 1 (see ``docs/checkpoint-format.md``,
-    "Asynchronous saves and process exit").
+    "Asynchronous saves, failures and process exit").
     """
 
     def __init__(self, path: str):
@@ -60,13 +60,17 @@ class SaveHandle:
         return f"SaveHandle('{self.path}', {state})"
 
 
-def _fail(path: str, e: BaseException, leftovers: list[str] = ()) -> BaseException:
+def _fail(path: str, e: BaseException, leftovers: Sequence[str] = (), *, committed: bool = False) -> BaseException:
     """The error a failed save raises: lazyflow's own as is; a filesystem error as CheckpointWriteError (an
-    OSError with the same errno); anything else as CheckpointError. Each names the path and the cause."""
+    OSError with the same errno); anything else as CheckpointError. Each names the path and the cause.
+    ``committed``: the checkpoint is complete, what ran after it (a manager's retention) failed."""
     if isinstance(e, LazyflowError) or not isinstance(e, Exception):
         return e
-    msg = (f"saving a checkpoint to '{path}' failed: {type(e).__name__}: {e}; the previous checkpoint there (if "
-           "any) is unchanged")
+    if committed:
+        msg = f"the checkpoint at '{path}' was saved, but the step after it failed: {type(e).__name__}: {e}"
+    else:
+        msg = (f"saving a checkpoint to '{path}' failed: {type(e).__name__}: {e}; the previous checkpoint there "
+               "(if any) is unchanged")
     if leftovers:
         msg += f". Removing the partial save failed too ({'; '.join(leftovers)}); the next save to this path removes it"
     code = e.errno if isinstance(e, OSError) else _ts_errno(str(e))
@@ -210,7 +214,7 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
                 _fail_peers(ex, e)
         finally:
             lock.release()
-        error = _fail(path, e, leftovers)
+        error = _fail(path, e, leftovers, committed=committing and txn is None)
         if error is e:
             raise
         raise error from e
@@ -242,7 +246,8 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
                 pass
             plan.arrays.clear()  # drop the references that kept the buffers from being donated
             lock.release()
-            handle._error = None if error is None else _fail(path, error, leftovers)
+            handle._error = None if error is None else _fail(path, error, leftovers,
+                                                             committed=stage == "after_commit")
             handle._done.set()
             _pending.settle(handle)
 

@@ -38,38 +38,45 @@ def _what(v: Any) -> str:
 
 
 class _Checker:
+    """Checks run inline (``if not ok: c.fail(...)``): a message is only built for the field that fails."""
+
     def __init__(self, where: str):
         self.where = where
+        self.dtypes: dict[tuple[str, bool], np.dtype] = {}  # (name, is ndarray) -> dtype, parsed once
 
     def fail(self, ctx: str, expected: str, got: Any):
         raise CheckpointError(f"{self.where}: the metadata is malformed: {ctx} should be {expected}, got {_what(got)}"
                               "; the checkpoint is damaged or was not written by lf.save")
 
-    def need(self, ok: bool, ctx: str, expected: str, got: Any) -> None:
-        if not ok:
-            self.fail(ctx, expected, got)
-
     def field(self, d: dict, name: str, ctx: str, expected: str):
-        if name not in d:
+        try:
+            return d[name]
+        except KeyError:
             self.fail(f"{ctx} field '{name}'", expected, "nothing (the field is missing)")
-        return d[name]
 
-    def int_(self, v: Any, ctx: str, lo: int = 0, hi: int = _MAX_BYTES) -> int:
-        self.need(type(v) is int and lo <= v <= hi, ctx, f"an int in [{lo}, {hi}]", v)
-        return v
-
-    def seq(self, v: Any, ctx: str, expected: str) -> tuple:
-        self.need(type(v) in (tuple, list), ctx, expected, v)
+    def ints(self, v: Any, ctx: str, lo: int = 0, hi: int = _MAX_BYTES) -> tuple:
+        """``v`` as a tuple of ints in [lo, hi] (a tuple or list in the record)."""
+        if type(v) not in (tuple, list) or not all(type(x) is int and lo <= x <= hi for x in v):
+            self.fail(ctx, f"a tuple of ints in [{lo}, {hi}]", v)
         return tuple(v)
 
 
 def _dtype(c: _Checker, e: dict, ctx: str) -> np.dtype:
     name = c.field(e, "dtype", ctx, "a dtype name")
-    c.need(type(name) is str and len(name) <= 32, f"{ctx} 'dtype'", "a dtype name", name)
+    hit = c.dtypes.get((name, e["kind"] == "ndarray")) if type(name) is str else None
+    if hit is not None:
+        return hit
+    if type(name) is not str or len(name) > 32:
+        c.fail(f"{ctx} 'dtype'", "a dtype name", name)
+    c.dtypes[name, e["kind"] == "ndarray"] = dt = _parse_dtype(c, e, name, ctx)
+    return dt
+
+
+def _parse_dtype(c: _Checker, e: dict, name: str, ctx: str) -> np.dtype:
     if e["kind"] != "ndarray":
         try:
             return D.to_dtype(name).np
-        except Exception:  # noqa: BLE001 - an unknown name is reported below
+        except Exception:  # noqa: BLE001 - an unknown name is reported here
             c.fail(f"{ctx} 'dtype'", "a lazyflow dtype name (float32, bfloat16, int64...)", name)
     try:
         dt = D.to_dtype(name).np
@@ -78,58 +85,57 @@ def _dtype(c: _Checker, e: dict, ctx: str) -> np.dtype:
             dt = np.dtype(name)
         except Exception:  # noqa: BLE001 - reported below
             dt = None
-    c.need(numeric_dtype(dt), f"{ctx} 'dtype'", "a numeric numpy dtype string ('<f4', '<i8'...)", name)
+    if not numeric_dtype(dt):
+        c.fail(f"{ctx} 'dtype'", "a numeric numpy dtype string ('<f4', '<i8'...)", name)
     return dt
 
 
 def _sharding(c: _Checker, s: Any, ndim: int, ctx: str) -> None:
-    if s is None:
-        return
-    c.need(type(s) is dict, f"{ctx} 'sharding'", "None or a dict", s)
-    ids = c.seq(c.field(s, "device_ids", f"{ctx} sharding", "a tuple of device ids"), f"{ctx} sharding device_ids",
-                "a tuple of device ids")
-    c.need(0 < len(ids) <= 1 << 20, f"{ctx} sharding device_ids", "a non-empty tuple", s["device_ids"])
-    for i in ids:
-        c.int_(i, f"{ctx} sharding device id", 0, 1 << 31)
-    c.need(type(c.field(s, "type", f"{ctx} sharding", "a str")) is str, f"{ctx} sharding 'type'", "a str", s["type"])
+    ctx = f"{ctx} sharding"
+    if type(s) is not dict:
+        c.fail(ctx, "None or a dict", s)
+    ids = c.ints(c.field(s, "device_ids", ctx, "a tuple of device ids"), f"{ctx} device_ids", 0, 1 << 31)
+    if not 0 < len(ids) <= 1 << 20:
+        c.fail(f"{ctx} device_ids", "a non-empty tuple", s["device_ids"])
+    if type(c.field(s, "type", ctx, "a str")) is not str:
+        c.fail(f"{ctx} 'type'", "a str", s["type"])
     if s["type"] != "named":
         return
-    shape = c.seq(c.field(s, "mesh_shape", f"{ctx} sharding", "a tuple of ints"), f"{ctx} sharding mesh_shape",
-                  "a tuple of ints")
-    for n in shape:
-        c.int_(n, f"{ctx} sharding mesh_shape", 1, 1 << 20)
-    c.need(math.prod(shape) == len(ids), f"{ctx} sharding mesh_shape", f"dims whose product is {len(ids)}",
-           s["mesh_shape"])
-    axes = c.seq(c.field(s, "axis_names", f"{ctx} sharding", "a tuple of str"), f"{ctx} sharding axis_names",
-                 "a tuple of str")
-    c.need(len(axes) == len(shape) and all(type(a) is str for a in axes), f"{ctx} sharding axis_names",
-           f"{len(shape)} axis names", s["axis_names"])
-    spec = c.seq(c.field(s, "spec", f"{ctx} sharding", "a tuple"), f"{ctx} sharding spec", "a tuple")
-    c.need(len(spec) <= ndim, f"{ctx} sharding spec", f"at most {ndim} entries", s["spec"])
+    shape = c.ints(c.field(s, "mesh_shape", ctx, "a tuple of ints"), f"{ctx} mesh_shape", 1, 1 << 20)
+    if math.prod(shape) != len(ids):
+        c.fail(f"{ctx} mesh_shape", f"dims whose product is {len(ids)}", s["mesh_shape"])
+    axes = c.field(s, "axis_names", ctx, "a tuple of str")
+    if type(axes) not in (tuple, list) or len(axes) != len(shape) or not all(type(a) is str for a in axes):
+        c.fail(f"{ctx} axis_names", f"{len(shape)} axis names", axes)
+    spec = c.field(s, "spec", ctx, "a tuple")
+    if type(spec) not in (tuple, list) or len(spec) > ndim:
+        c.fail(f"{ctx} spec", f"a tuple of at most {ndim} entries", spec)
     for p in spec:
-        c.need(p is None or p in axes or (type(p) in (tuple, list) and all(a in axes for a in p)),
-               f"{ctx} sharding spec entry", f"None, one of {axes} or a tuple of them", p)
+        if not (p is None or p in axes or (type(p) in (tuple, list) and all(a in axes for a in p))):
+            c.fail(f"{ctx} spec entry", f"None, one of {tuple(axes)} or a tuple of them", p)
 
 
 def _crcs(c: _Checker, v: Any, nbytes: int, ctx: str) -> None:
-    crcs = c.seq(v, ctx, "a list of CRC-32 values")
     want = max(1, -(-nbytes // CRC_CHUNK))
-    c.need(len(crcs) == want, ctx, f"{want} CRC-32 values (one per {CRC_CHUNK >> 20} MiB)", v)
-    for x in crcs:
-        c.int_(x, ctx, 0, 0xFFFFFFFF)
+    crcs = c.ints(v, ctx, 0, 0xFFFFFFFF)
+    if len(crcs) != want:
+        c.fail(ctx, f"{want} CRC-32 values (one per {CRC_CHUNK >> 20} MiB)", v)
 
 
 def _sharded_crcs(c: _Checker, v: Any, shape: tuple, ctx: str) -> None:
-    for item in c.seq(v, ctx, "a list of (region, crcs)"):
-        c.need(type(item) in (tuple, list) and len(item) == 2, ctx, "(region, crcs) pairs", item)
-        region = c.seq(item[0], f"{ctx} region", "a tuple of (start, stop)")
-        c.need(len(region) == len(shape), f"{ctx} region", f"{len(shape)} (start, stop) pairs", item[0])
+    if type(v) not in (tuple, list):
+        c.fail(ctx, "a list of (region, crcs)", v)
+    for item in v:
+        if type(item) not in (tuple, list) or len(item) != 2:
+            c.fail(ctx, "(region, crcs) pairs", item)
+        region = item[0]
+        if type(region) not in (tuple, list) or len(region) != len(shape):
+            c.fail(f"{ctx} region", f"{len(shape)} (start, stop) pairs", region)
         for r, dim in zip(region, shape):
-            c.need(type(r) in (tuple, list) and len(r) == 2 and all(type(x) is int for x in r)
-                   and 0 <= r[0] <= r[1] <= dim, f"{ctx} region", f"(start, stop) within 0..{dim}", r)
-        c.seq(item[1], f"{ctx} crcs", "a list of CRC-32 values")
-        for x in item[1]:
-            c.int_(x, f"{ctx} crcs", 0, 0xFFFFFFFF)
+            if not (type(r) in (tuple, list) and len(r) == 2 and all(type(x) is int for x in r)
+                    and 0 <= r[0] <= r[1] <= dim):
+                c.fail(f"{ctx} region", f"(start, stop) within 0..{dim}", r)
+        c.ints(item[1], f"{ctx} crcs", 0, 0xFFFFFFFF)
 
 
 def validate(meta: Any, where: str) -> None:
@@ -139,68 +145,85 @@ def validate(meta: Any, where: str) -> None:
         CheckpointError: the first field that is missing, of the wrong type or out of range, naming the entry.
     """
     c = _Checker(where)
-    c.need(type(meta) is dict, "the metadata record", "a dict", meta)
+    if type(meta) is not dict:
+        c.fail("the metadata record", "a dict", meta)
     entries = c.field(meta, "entries", "the record", "a list of tensor entries")
-    c.need(type(entries) is list, "the record field 'entries'", "a list of tensor entries", entries)
+    if type(entries) is not list:
+        c.fail("the record field 'entries'", "a list of tensor entries", entries)
     groups = c.field(meta, "groups", "the record", "a dict of packed groups")
-    c.need(type(groups) is dict, "the record field 'groups'", "a dict of packed groups", groups)
+    if type(groups) is not dict:
+        c.fail("the record field 'groups'", "a dict of packed groups", groups)
     structure = c.field(meta, "structure", "the record", "bytes (the pickled structure)")
-    c.need(type(structure) is bytes, "the record field 'structure'", "bytes (the pickled structure)", structure)
+    if type(structure) is not bytes:
+        c.fail("the record field 'structure'", "bytes (the pickled structure)", structure)
     for g, info in groups.items():
-        c.need(type(g) is str and _GROUP_NAME.fullmatch(g) is not None, "a packed group name", "g<number>", g)
-        c.need(type(info) is dict, f"packed group '{g}'", "a dict", info)
-        c.int_(c.field(info, "nbytes", f"packed group '{g}'", "an int"), f"packed group '{g}' 'nbytes'")
-    owners: dict[str, tuple] = {}  # key -> (shape, dtype) of entries that own bytes
-    keys, arrays = set(), set()
+        if type(g) is not str or _GROUP_NAME.fullmatch(g) is None:
+            c.fail("a packed group name", "g<number>", g)
+        if type(info) is not dict:
+            c.fail(f"packed group '{g}'", "a dict", info)
+        c.ints((c.field(info, "nbytes", f"packed group '{g}'", "an int"),), f"packed group '{g}' 'nbytes'")
+    owners: dict[str, tuple] = {}  # key -> (shape, dtype) of the entries that own bytes
+    arrays: set[str] = set()
+    seen: set[str] = set()
     for i, e in enumerate(entries):
-        c.need(type(e) is dict, f"metadata entry {i}", "a dict", e)
+        if type(e) is not dict:
+            c.fail(f"metadata entry {i}", "a dict", e)
         key = c.field(e, "key", f"entry {i}", "a str")
-        c.need(type(key) is str, f"entry {i} 'key'", "a str", key)
+        if type(key) is not str:
+            c.fail(f"entry {i} 'key'", "a str", key)
         ctx = f"entry {i} ('{key if len(key) <= 60 else key[:57] + '...'}')"
-        c.need(key not in keys, f"{ctx} 'key'", "unique", key)
-        keys.add(key)
-        c.need(c.field(e, "kind", ctx, f"one of {KINDS}") in KINDS, f"{ctx} 'kind'", f"one of {KINDS}", e["kind"])
+        if key in seen:
+            c.fail(f"{ctx} 'key'", "unique", key)
+        seen.add(key)
+        if c.field(e, "kind", ctx, f"one of {KINDS}") not in KINDS:
+            c.fail(f"{ctx} 'kind'", f"one of {KINDS}", e["kind"])
         dt = _dtype(c, e, ctx)
-        shape = c.seq(c.field(e, "shape", ctx, "a tuple of ints"), f"{ctx} 'shape'", "a tuple of ints")
-        c.need(len(shape) <= _MAX_NDIM, f"{ctx} 'shape'", f"at most {_MAX_NDIM} dimensions", e["shape"])
-        for n in shape:
-            c.int_(n, f"{ctx} 'shape'", 0, _MAX_BYTES)
+        shape = c.ints(c.field(e, "shape", ctx, "a tuple of ints"), f"{ctx} 'shape'")
+        if len(shape) > _MAX_NDIM:
+            c.fail(f"{ctx} 'shape'", f"at most {_MAX_NDIM} dimensions", e["shape"])
         nbytes = math.prod(shape) * dt.itemsize
-        c.need(nbytes <= _MAX_BYTES, f"{ctx} 'shape'", "a shape of a representable size", e["shape"])
-        for name in ("requires_grad",) + (("persistent",) if "persistent" in e else ()):
-            c.need(type(c.field(e, name, ctx, "a bool")) is bool, f"{ctx} '{name}'", "a bool", e[name])
-        c.need(type(c.field(e, "device", ctx, "a device string")) is str, f"{ctx} 'device'", "a device string",
-               e["device"])
-        _sharding(c, c.field(e, "sharding", ctx, "None or a dict"), len(shape), ctx)
-        st = c.seq(c.field(e, "storage", ctx, "a storage tuple"), f"{ctx} 'storage'", "a storage tuple")
-        c.need(len(st) > 0 and st[0] in STORAGES, f"{ctx} 'storage'", f"a tuple starting with one of {STORAGES}",
-               e["storage"])
-        if st[0] == "same":
-            c.need(len(st) == 2 and type(st[1]) is str and st[1] in owners, f"{ctx} 'storage'",
-                   "('same', key) naming an earlier entry that owns its bytes", e["storage"])
-            c.need(owners[st[1]] == (shape, dt), f"{ctx} 'storage'",
-                   f"a shared entry of the same shape {shape} and dtype {dt}", e["storage"])
+        if nbytes > _MAX_BYTES:
+            c.fail(f"{ctx} 'shape'", "a shape of a representable size", e["shape"])
+        if type(c.field(e, "requires_grad", ctx, "a bool")) is not bool:
+            c.fail(f"{ctx} 'requires_grad'", "a bool", e["requires_grad"])
+        if type(e.get("persistent", False)) is not bool:
+            c.fail(f"{ctx} 'persistent'", "a bool", e["persistent"])
+        if type(c.field(e, "device", ctx, "a device string")) is not str:
+            c.fail(f"{ctx} 'device'", "a device string", e["device"])
+        sharding = c.field(e, "sharding", ctx, "None or a dict")
+        if sharding is not None:
+            _sharding(c, sharding, len(shape), ctx)
+        st = c.field(e, "storage", ctx, "a storage tuple")
+        if type(st) not in (tuple, list) or not st or st[0] not in STORAGES:
+            c.fail(f"{ctx} 'storage'", f"a tuple starting with one of {STORAGES}", st)
+        kind = st[0]
+        if kind == "same":
+            if not (len(st) == 2 and type(st[1]) is str and st[1] in owners):
+                c.fail(f"{ctx} 'storage'", "('same', key) naming an earlier entry that owns its bytes", st)
+            if owners[st[1]] != (shape, dt):
+                c.fail(f"{ctx} 'storage'", f"a shared entry of the same shape {shape} and dtype {dt}", st)
             continue
-        c.need(c.field(e, "nbytes", ctx, "an int") == nbytes and type(e["nbytes"]) is int, f"{ctx} 'nbytes'",
-               f"{nbytes} (shape {shape} x {dt.itemsize} bytes)", e["nbytes"])
+        if c.field(e, "nbytes", ctx, "an int") != nbytes or type(e["nbytes"]) is not int:
+            c.fail(f"{ctx} 'nbytes'", f"{nbytes} (shape {shape} x {dt.itemsize} bytes)", e["nbytes"])
         owners[key] = (shape, dt)
-        if st[0] == "empty":
-            c.need(len(st) == 1 and nbytes == 0, f"{ctx} 'storage'", "('empty',) for a tensor of 0 bytes", e["storage"])
+        if kind == "empty":
+            if len(st) != 1 or nbytes:
+                c.fail(f"{ctx} 'storage'", "('empty',) for a tensor of 0 bytes", st)
             continue
-        if st[0] == "array":
-            c.need(len(st) == 2 and type(st[1]) is str and _ARRAY_NAME.fullmatch(st[1]) is not None
-                   and st[1] not in arrays, f"{ctx} 'storage'", "('array', 'a<number>') with a name used once",
-                   e["storage"])
+        if kind == "array":
+            if not (len(st) == 2 and type(st[1]) is str and _ARRAY_NAME.fullmatch(st[1]) and st[1] not in arrays
+                    and nbytes > 0):
+                c.fail(f"{ctx} 'storage'", "('array', 'a<number>') of at least 1 byte, with a name used once", st)
             arrays.add(st[1])
-            c.need(nbytes > 0, f"{ctx} 'storage'", "an array of at least 1 byte", e["storage"])
         else:
-            c.need(len(st) == 4 and type(st[1]) is str and st[1] in groups, f"{ctx} 'storage'",
-                   "('packed', group, offset, nbytes) naming a group of the record", e["storage"])
-            off, n = c.int_(st[2], f"{ctx} packed offset"), c.int_(st[3], f"{ctx} packed nbytes")
-            c.need(n == nbytes and off + n <= groups[st[1]]["nbytes"], f"{ctx} 'storage'",
-                   f"{nbytes} bytes inside group '{st[1]}' ({groups[st[1]]['nbytes']} bytes)", e["storage"])
+            if not (len(st) == 4 and type(st[1]) is str and st[1] in groups):
+                c.fail(f"{ctx} 'storage'", "('packed', group, offset, nbytes) naming a group of the record", st)
+            off, n = c.ints(st[2:], f"{ctx} packed offset and size")
+            if n != nbytes or off + n > groups[st[1]]["nbytes"]:
+                c.fail(f"{ctx} 'storage'", f"{nbytes} bytes inside group '{st[1]}' ({groups[st[1]]['nbytes']} "
+                       "bytes)", st)
         crc = c.field(e, "crc", ctx, "the CRC-32 values")
-        if st[0] == "array" and e["sharding"] is not None:
+        if kind == "array" and sharding is not None:
             _sharded_crcs(c, crc, shape, f"{ctx} 'crc'")
         else:
             _crcs(c, crc, nbytes, f"{ctx} 'crc'")
