@@ -82,26 +82,32 @@ class _StepProgram(CompiledFunction):
                          where=f"{name}.build")
         self._graph = graph
         self.config = graph.config
-        self._opt_params: list[list] = []  # per optimizer: its parameters in its numbering (this call's)
+        # this call's: per optimizer its parameters in its numbering, and their positions in the state
+        self._opt_params: list[list] = []
+        self._positions: tuple = ()
         self._all: list = []
 
     def _state(self):
         """The optimized parameters first (carried: donated, always written back), then every other parameter
         and buffer; remembers where each optimizer's parameters sit, for the trace and the key."""
-        seen, carried, rest = set(), [], []
-        self._opt_params = [[p for g in opt.param_groups for p in g["params"]] for opt, _ in self._graph._optimizers]
-        for ps in self._opt_params:
+        self._opt_params = opt_params = [[p for g in opt.param_groups for p in g["params"]]
+                                         for opt, _ in self._graph._optimizers]
+        seen: dict = {}
+        out: list = []
+        for ps in opt_params:
             for p in ps:
                 if p._rg and id(p) not in seen:
-                    seen.add(id(p))
-                    carried.append(p)
-        for ps in self._opt_params:
+                    seen[id(p)] = len(out)
+                    out.append(p)
+        n_carry = len(out)
+        for ps in opt_params:
             for p in ps:
                 if id(p) not in seen:
-                    seen.add(id(p))
-                    rest.append(p)
-        self._all = all_state = module_state(self._graph._modules.values(), carried + rest, seen)
-        return all_state, len(carried)
+                    seen[id(p)] = len(out)
+                    out.append(p)
+        self._all = module_state(self._graph._modules.values(), out, seen)
+        self._positions = tuple(tuple(seen[id(p)] for p in ps) for ps in opt_params)
+        return out, n_carry
 
     def _aux(self):
         """Donated: each optimizer's ``functional_state()``; kept: its ``functional_hyperparams()``."""
@@ -149,9 +155,8 @@ class _StepProgram(CompiledFunction):
                 sch.step()
 
     def _extra_key(self):
-        index = {id(t): i for i, t in enumerate(self._all)}
         return (tuple(m.training for mod in self._graph._modules.values() for m in mod.modules()),
-                self.config._key(), tuple(tuple(index[id(p)] for p in ps) for ps in self._opt_params))
+                self.config._key(), self._positions)
 
     def _param_set(self):
         return _IdSet([p for ps in self._opt_params for p in ps] +
