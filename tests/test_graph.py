@@ -234,6 +234,26 @@ def test_aliases_keep_their_values_while_the_rest_is_donated():
     assert step.cache_info().traces == traces  # one program for both: the shared buffers were donated as copies
 
 
+def test_a_pending_async_checkpoint_keeps_what_it_saves(tmp_path):
+    m = _model()
+    opt = lf.optim.Adam(m.parameters(), lr=1e-2)
+    step = Step(m, opt)
+    x, y = _data()
+    step(x, y)
+    ref = {"model": {k: _np(v) for k, v in m.state_dict().items()},
+           "exp_avg": _np(opt.state_dict()["state"][0]["exp_avg"])}
+    handle = lf.save({"model": m.state_dict(), "optim": opt.state_dict()}, tmp_path / "c", async_save=True)
+    for _ in range(3):  # steps right away, while the save may still read the buffers
+        step(x, y)
+    handle.wait()
+    assert handle.exception() is None
+    out = lf.load(tmp_path / "c")
+    for k, v in ref["model"].items():
+        np.testing.assert_array_equal(_np(out["model"][k]), v, err_msg=k)
+    np.testing.assert_array_equal(_np(out["optim"]["state"][0]["exp_avg"]), ref["exp_avg"])
+    assert not np.array_equal(_np(m[0].weight), ref["model"]["0.weight"])
+
+
 class _ProtocolOnly:
     """An optimizer seen through its public functional protocol only: any other attribute raises."""
 

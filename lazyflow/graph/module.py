@@ -20,14 +20,15 @@ __all__ = ["CompiledModule", "WRAPPER_PREFIXES"]
 WRAPPER_PREFIXES = ("_orig_mod.", "module.")
 
 
-def module_state(modules, out: list, seen: set) -> list:
-    """Append the parameters and buffers of ``modules`` (and their children) not yet in ``seen`` to ``out``."""
+def module_state(modules, out: list, seen: dict) -> list:
+    """Append the parameters and buffers of ``modules`` (and their children) not yet in ``seen`` to ``out``;
+    ``seen`` maps ``id(tensor)`` to its position in ``out``."""
     for module in modules:
         for m in module.modules():
             for store in (m._parameters, m._buffers):
                 for t in store.values():
                     if t is not None and id(t) not in seen:
-                        seen.add(id(t))
+                        seen[id(t)] = len(out)
                         out.append(t)
     return out
 
@@ -38,7 +39,7 @@ class _ModuleProgram(CompiledFunction):
         self._module = module
 
     def _state(self):
-        return module_state((self._module,), [], set()), 0
+        return module_state((self._module,), [], {}), 0
 
     def _extra_key(self):
         return tuple(m.training for m in self._module.modules())

@@ -6,10 +6,10 @@ with :meth:`Graph.add_optimizer`, and write :meth:`Graph.build` the way an eager
 to a pure function, one variant cache, one capture lifting, one write-back, one RNG advance); what it adds is
 here: ``build``'s tape recorded inside the trace (so ``backward`` works), the optimizers' public
 ``functional_update`` appended to the program, micro-batches and autocast. The optimized parameters and the
-optimizer state are donated whenever nothing else references their buffers (an alias such as ``p.detach()`` or a
-``state_dict()`` snapshot makes that step copy instead). After each call the parameters, buffers and optimizer
-state hold exactly what the eager step would have produced, in the eager layout, so ``model.state_dict()`` /
-``opt.state_dict()`` serve both modes.
+optimizer state are donated: updated in their own buffers. A buffer something else references (``p.detach()``,
+``p.data``, a ``state_dict()`` snapshot, a pending checkpoint) is donated as a copy, so its holder keeps its value.
+After each call the parameters, buffers and optimizer state hold exactly what the eager step would have produced,
+in the eager layout, so ``model.state_dict()`` / ``opt.state_dict()`` serve both modes.
 """
 
 from __future__ import annotations
@@ -81,26 +81,32 @@ class _StepProgram(CompiledFunction):
                          where=f"{name}.build")
         self._graph = graph
         self.config = graph.config
-        self._opt_params: list[list] = []  # per optimizer: its parameters in its numbering (this call's)
+        # this call's: per optimizer its parameters in its numbering, and their positions in the state
+        self._opt_params: list[list] = []
+        self._positions: tuple = ()
         self._all: list = []
 
     def _state(self):
         """The optimized parameters first (carried: donated, always written back), then every other parameter
         and buffer; remembers where each optimizer's parameters sit, for the trace and the key."""
-        seen, carried, rest = set(), [], []
-        self._opt_params = [[p for g in opt.param_groups for p in g["params"]] for opt, _ in self._graph._optimizers]
-        for ps in self._opt_params:
+        self._opt_params = opt_params = [[p for g in opt.param_groups for p in g["params"]]
+                                         for opt, _ in self._graph._optimizers]
+        seen: dict = {}
+        out: list = []
+        for ps in opt_params:
             for p in ps:
                 if p._rg and id(p) not in seen:
-                    seen.add(id(p))
-                    carried.append(p)
-        for ps in self._opt_params:
+                    seen[id(p)] = len(out)
+                    out.append(p)
+        n_carry = len(out)
+        for ps in opt_params:
             for p in ps:
                 if id(p) not in seen:
-                    seen.add(id(p))
-                    rest.append(p)
-        self._all = all_state = module_state(self._graph._modules.values(), carried + rest, seen)
-        return all_state, len(carried)
+                    seen[id(p)] = len(out)
+                    out.append(p)
+        self._all = module_state(self._graph._modules.values(), out, seen)
+        self._positions = tuple(tuple(seen[id(p)] for p in ps) for ps in opt_params)
+        return out, n_carry
 
     def _aux(self):
         """Donated: each optimizer's ``functional_state()``; kept: its ``functional_hyperparams()``."""
@@ -148,9 +154,8 @@ class _StepProgram(CompiledFunction):
                 sch.step()
 
     def _extra_key(self):
-        index = {id(t): i for i, t in enumerate(self._all)}
         return (tuple(m.training for mod in self._graph._modules.values() for m in mod.modules()),
-                self.config._key(), tuple(tuple(index[id(p)] for p in ps) for ps in self._opt_params))
+                self.config._key(), self._positions)
 
     def _param_set(self):
         return _IdSet([p for ps in self._opt_params for p in ps] +

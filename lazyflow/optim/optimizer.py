@@ -153,6 +153,8 @@ class Hyperparameters:
 
 
 def _dynamic_value(name: str, v):
+    if type(v) is builtins.float:
+        return v
     if isinstance(v, Tensor):
         return v._value
     if isinstance(v, (builtins.bool, np.bool_)):
@@ -644,7 +646,7 @@ def _assign(t: Tensor, value) -> None:
     """Replace ``t``'s value in place (same object), keeping its meta when shape, dtype and placement are unchanged."""
     meta = t._meta
     if (isinstance(value, _Tracer) or meta is None or tuple(value.shape) != meta[0] or value.dtype != meta[1].np
-            or pid_of(value) != meta[2]):
+            or (value.sharding is not getattr(t._value, "sharding", None) and pid_of(value) != meta[2])):
         meta = _meta_of(value)
     t._value = value
     t._meta = meta
