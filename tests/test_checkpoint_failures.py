@@ -244,7 +244,7 @@ def test_loads_while_another_process_saves_never_fail(tmp_path):
     lf.save({"tag": "A", "v": lf.full((50,), 1.0)}, c)
     writer = subprocess.Popen([sys.executable, "-c", (
         "import sys, time, lazyflow as lf\n"
-        "end = time.monotonic() + 4\n"
+        "end = time.monotonic() + 3\n"
         "i = 0\n"
         "print('ready', flush=True)\n"
         "while time.monotonic() < end:\n"
@@ -253,7 +253,7 @@ def test_loads_while_another_process_saves_never_fail(tmp_path):
         "print(i, flush=True)\n"), c], stdout=subprocess.PIPE, text=True, env=ENV)
     try:
         assert writer.stdout.readline().strip() == "ready"
-        loads, deadline = 0, time.monotonic() + 3
+        loads, deadline = 0, time.monotonic() + 2
         while time.monotonic() < deadline:
             out = lf.load(c)
             assert np.asarray(out["v"]).tolist() == [{"A": 1.0, "B": 2.0}[out["tag"]]] * 50
@@ -263,7 +263,7 @@ def test_loads_while_another_process_saves_never_fail(tmp_path):
     finally:
         if writer.poll() is None:
             writer.kill()
-    assert loads > 3 and saves > 3
+    assert loads > 2 and saves > 2
 
 
 @pytest.mark.parametrize("name", ["n" * 255, "é" * 127 + "x", "m" * 230])

@@ -18,8 +18,7 @@ import numpy as np
 
 from .._core import dtypes as D
 from .._core.errors import CheckpointError
-from ._allowlist import numeric_dtype
-from ._crc import CRC_CHUNK
+from ._crc import CRC_CHUNK, dtype_from_name
 
 __all__ = ["validate", "KINDS", "STORAGES"]
 
@@ -79,15 +78,9 @@ def _parse_dtype(c: _Checker, e: dict, name: str, ctx: str) -> np.dtype:
         except Exception:  # noqa: BLE001 - an unknown name is reported here
             c.fail(f"{ctx} 'dtype'", "a lazyflow dtype name (float32, bfloat16, int64...)", name)
     try:
-        dt = D.to_dtype(name).np
-    except Exception:  # noqa: BLE001 - not a lazyflow name: a numpy dtype string such as '<f4'
-        try:
-            dt = np.dtype(name)
-        except Exception:  # noqa: BLE001 - reported below
-            dt = None
-    if not numeric_dtype(dt):
+        return dtype_from_name(name)
+    except CheckpointError:
         c.fail(f"{ctx} 'dtype'", "a numeric numpy dtype string ('<f4', '<i8'...)", name)
-    return dt
 
 
 def _sharding(c: _Checker, s: Any, ndim: int, ctx: str) -> None:
