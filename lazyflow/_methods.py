@@ -50,9 +50,14 @@ def _round_(self: Tensor, *, decimals: int = 0) -> Tensor:
     return state.interp.apply_inplace(R["round"], self, (self,), (builtins.int(decimals),))
 
 
-def _where(self: Tensor, condition, y) -> Tensor:
-    """``self.where(condition, y)`` is ``lf.where(condition, self, y)``."""
-    return F.where(condition, self, y)
+def _where(self: Tensor, condition, other) -> Tensor:
+    """``self.where(condition, other)`` is ``lf.where(condition, self, other)``."""
+    return F.where(condition, self, other)
+
+
+def _split(self: Tensor, split_size, dim: int = 0) -> tuple:
+    """``self.split(split_size, dim)``: :func:`lazyflow.split` under ``Tensor.split``'s argument names."""
+    return F.split(self, split_size, dim)
 
 
 def _bernoulli(self: Tensor, p=None, *, generator=None) -> Tensor:
@@ -66,8 +71,8 @@ def _multinomial(self: Tensor, num_samples: int, replacement: bool = False, *, g
 
 
 def _new(creator):
-    def f(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-        return creator(*size, dtype=self.dtype if dtype is None else dtype, device=device or self.device,
+    def f(self: Tensor, *args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+        return creator(*args, size=size, dtype=self.dtype if dtype is None else dtype, device=device or self.device,
                        requires_grad=requires_grad)
 
     f.__name__ = "new_" + creator.__name__
@@ -109,6 +114,7 @@ Tensor.addcmul_ = _addcmul_
 Tensor.addcdiv_ = _addcdiv_
 Tensor.round_ = _round_
 Tensor.where = _where
+Tensor.split = _split
 Tensor.bernoulli = _bernoulli
 Tensor.multinomial = _multinomial
 Tensor.new_zeros = _new(C.zeros)
