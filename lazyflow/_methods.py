@@ -16,6 +16,7 @@ from ._core.context import state
 from ._functional.elementwise import _UNARY
 from ._functional.inplace import _ip
 from ._indexing import getitem, setitem
+from ._legacy import legacy_new, tensor_type
 from ._tensor import Tensor, _Tracer
 from .autograd.function import backward as _autograd_backward
 from .ops.table import REGISTRY as R
@@ -92,11 +93,19 @@ def _new_tensor(self: Tensor, data, *, dtype=None, device=None, requires_grad: b
                     requires_grad=requires_grad)
 
 
-def _tensor_new(cls, *args, **kwargs):
-    """``lf.Tensor(data)`` builds a tensor like ``lf.tensor(data)``; ``Tensor.__new__(cls)`` with no arguments is the
-    bare object that subclasses fill in."""
-    if cls is Tensor and (args or kwargs):
-        return C.tensor(*args, **kwargs)
+def _tensor_new(cls, *args, data=None, size=None, device=None, **unexpected):
+    """``lf.Tensor(...)`` is torch's legacy constructor (see :func:`lazyflow._legacy.legacy_new`): data converted to
+    the default float dtype, sizes giving zeros, nothing giving an empty tensor. ``Tensor.__new__(cls)`` of a subclass
+    is the bare object that the subclass fills in.
+
+    Raises:
+        TypeError: a keyword other than data/size/device (``dtype=``, ``requires_grad=``: use ``lf.tensor``).
+    """
+    if cls is Tensor:
+        if unexpected:
+            raise TypeError(f"Tensor() got unexpected keyword arguments {sorted(unexpected)} (it takes data, size and "
+                            "device, like torch.Tensor); use lf.tensor(data, dtype=..., requires_grad=...)")
+        return legacy_new(D.get_default_dtype(), None, args, data, size, device)
     return object.__new__(cls)
 
 
@@ -115,6 +124,7 @@ Tensor.addcdiv_ = _addcdiv_
 Tensor.round_ = _round_
 Tensor.where = _where
 Tensor.split = _split
+Tensor.type = tensor_type
 Tensor.bernoulli = _bernoulli
 Tensor.multinomial = _multinomial
 Tensor.new_zeros = _new(C.zeros)
