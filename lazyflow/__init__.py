@@ -26,6 +26,10 @@ from ._creation import (
     zeros_like,
 )
 from ._functional import *  # noqa: F403  (every op; the list is _functional.__all__)
+from ._legacy import (
+    BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor,
+    ShortTensor,
+)
 from . import autograd
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from . import graph

@@ -49,6 +49,15 @@ def _shape(size) -> tuple:
     return tuple(out)
 
 
+def _keyword_sizes(what: str, name: str, args: tuple, value) -> tuple:
+    """The varargs of a function such as ``zeros(*size)`` or ``reshape(input, *shape)`` when torch's keyword
+    spelling is used instead (``zeros(size=(2, 3))``): callers test ``value is not None`` first, so the positional
+    form pays nothing."""
+    if args:
+        raise TypeError(f"{what}() got multiple values for argument '{name}' (positional {args} and {name}=)")
+    return (value,)
+
+
 def _finish(t: Tensor, device, requires_grad: bool) -> Tensor:
     if device is not None:
         t = _to_device(t, device)
@@ -84,11 +93,11 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     return tensor(data, dtype=dtype, device=device)
 
 
-def from_numpy(array: np.ndarray) -> Tensor:
+def from_numpy(ndarray: np.ndarray) -> Tensor:
     """A tensor from a numpy array (a copy: JAX buffers cannot alias numpy memory that may change)."""
-    if not isinstance(array, np.ndarray):
-        raise DTypeError(f"from_numpy expects a numpy.ndarray, got {type(array).__name__}")
-    return tensor(array)
+    if not isinstance(ndarray, np.ndarray):
+        raise DTypeError(f"from_numpy expects a numpy.ndarray, got {type(ndarray).__name__}")
+    return tensor(ndarray)
 
 
 def _fdtype(dtype):
@@ -106,23 +115,29 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     return _finish(t, device, requires_grad)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """A tensor of zeros: ``zeros(2, 3)`` or ``zeros((2, 3))``."""
+def zeros(*args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros: ``zeros(2, 3)``, ``zeros((2, 3))`` or ``zeros(size=(2, 3))``."""
     d = _fdtype(dtype)
     d.to_jax()
-    return _finish(_apply(R["full"], (0,), (_shape(size), d)), device, requires_grad)
+    if size is not None:
+        args = _keyword_sizes("zeros", "size", args, size)
+    return _finish(_apply(R["full"], (0,), (_shape(args), d)), device, requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """A tensor of ones: ``ones(2, 3)`` or ``ones((2, 3))``."""
+def ones(*args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones: ``ones(2, 3)``, ``ones((2, 3))`` or ``ones(size=(2, 3))``."""
     d = _fdtype(dtype)
     d.to_jax()
-    return _finish(_apply(R["full"], (1,), (_shape(size), d)), device, requires_grad)
+    if size is not None:
+        args = _keyword_sizes("ones", "size", args, size)
+    return _finish(_apply(R["full"], (1,), (_shape(args), d)), device, requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def empty(*args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor (zeros here: XLA has no uninitialised buffers)."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    if size is not None:
+        args = _keyword_sizes("empty", "size", args, size)
+    return zeros(*args, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _like(t, dtype):
@@ -164,10 +179,20 @@ def _default_pid():
     return _DEFAULT_PID[0]
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 for integer arguments."""
+def arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Values from ``start`` (default 0) to ``end`` (exclusive) by ``step``; int64 for integer arguments:
+    ``arange(5)``, ``arange(1, 5)``, ``arange(end=5)``.
+
+    Raises:
+        TypeError: no ``end``.
+        OpError: a zero step, or bounds inconsistent with the step's sign.
+    """
     if end is None:
+        if start is None:
+            raise TypeError("arange() missing required argument 'end'")
         start, end = 0, start
+    elif start is None:
+        start = 0
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
     start, end, step = vals
     if step == 0:
@@ -323,8 +348,8 @@ def _float_dtype(dtype, what):
     return d
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Samples uniform on ``[0, 1)``: ``rand(2, 3)`` or ``rand((2, 3))``.
+def rand(*args, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Samples uniform on ``[0, 1)``: ``rand(2, 3)``, ``rand((2, 3))`` or ``rand(size=(2, 3))``.
 
     Args:
         size: the shape.
@@ -336,20 +361,25 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = F
         ShapeError: a negative size.
     """
     d = _float_dtype(dtype, "rand")
-    t = _apply(R["uniform"], (*_gen(generator)._next(), 0.0, 1.0), (_shape(size), d))
+    if size is not None:
+        args = _keyword_sizes("rand", "size", args, size)
+    t = _apply(R["uniform"], (*_gen(generator)._next(), 0.0, 1.0), (_shape(args), d))
     return _finish(t, device, requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def randn(*args, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal samples (same arguments as :func:`rand`)."""
     d = _float_dtype(dtype, "randn")
-    t = _apply(R["normal"], (*_gen(generator)._next(), 0.0, 1.0), (_shape(size), d))
+    if size is not None:
+        args = _keyword_sizes("randn", "size", args, size)
+    t = _apply(R["normal"], (*_gen(generator)._next(), 0.0, 1.0), (_shape(args), d))
     return _finish(t, device, requires_grad)
 
 
-def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None,
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad: bool = False) -> Tensor:
-    """Integers uniform on ``[low, high)``: ``randint(high, size)`` or ``randint(low, high, size)``.
+    """Integers uniform on ``[low, high)``: ``randint(high, size)``, ``randint(low, high, size)`` or
+    ``randint(high=high, size=size)``.
 
     Args:
         low, high: the bounds (``low`` defaults to 0).
@@ -387,21 +417,28 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: 
     return _finish(_apply(R["randperm"], _gen(generator)._next(), (int(n), d)), device, requires_grad)
 
 
-def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+def rand_like(input: Tensor, *, generator=None, dtype=None, device=None,
+              requires_grad: bool = False) -> Tensor:
     """:func:`rand` with ``input``'s shape (and dtype and device unless given)."""
-    return rand(input.shape, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad)
+    return rand(input.shape, generator=generator, dtype=_like(input, dtype), device=device or _dev(input),
+                requires_grad=requires_grad)
 
 
-def randn_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+def randn_like(input: Tensor, *, generator=None, dtype=None, device=None,
+               requires_grad: bool = False) -> Tensor:
     """:func:`randn` with ``input``'s shape (and dtype and device unless given)."""
-    return randn(input.shape, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad)
+    return randn(input.shape, generator=generator, dtype=_like(input, dtype), device=device or _dev(input),
+                 requires_grad=requires_grad)
 
 
-def randint_like(input: Tensor, low, high=None, *, dtype=None, device=None) -> Tensor:  # noqa: A002
-    """:func:`randint` with ``input``'s shape (and dtype and device unless given)."""
+def randint_like(input: Tensor, low=0, high=None, *, generator=None, dtype=None, device=None,
+                 requires_grad: bool = False) -> Tensor:
+    """:func:`randint` with ``input``'s shape (and dtype and device unless given): ``randint_like(x, high)`` or
+    ``randint_like(x, low, high)``."""
     if high is None:
         low, high = 0, low
-    return randint(low, high, input.shape, dtype=_like(input, dtype), device=device or _dev(input))
+    return randint(low, high, input.shape, generator=generator, dtype=_like(input, dtype),
+                   device=device or _dev(input), requires_grad=requires_grad)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,

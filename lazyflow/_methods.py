@@ -16,6 +16,7 @@ from ._core.context import state
 from ._functional.elementwise import _UNARY
 from ._functional.inplace import _ip
 from ._indexing import getitem, setitem
+from ._legacy import legacy_new, tensor_type
 from ._tensor import Tensor, _Tracer
 from .autograd.function import backward as _autograd_backward
 from .ops.table import REGISTRY as R
@@ -50,9 +51,14 @@ def _round_(self: Tensor, *, decimals: int = 0) -> Tensor:
     return state.interp.apply_inplace(R["round"], self, (self,), (builtins.int(decimals),))
 
 
-def _where(self: Tensor, condition, y) -> Tensor:
-    """``self.where(condition, y)`` is ``lf.where(condition, self, y)``."""
-    return F.where(condition, self, y)
+def _where(self: Tensor, condition, other) -> Tensor:
+    """``self.where(condition, other)`` is ``lf.where(condition, self, other)``."""
+    return F.where(condition, self, other)
+
+
+def _split(self: Tensor, split_size, dim: int = 0) -> tuple:
+    """``self.split(split_size, dim)``: :func:`lazyflow.split` under ``Tensor.split``'s argument names."""
+    return F.split(self, split_size, dim)
 
 
 def _bernoulli(self: Tensor, p=None, *, generator=None) -> Tensor:
@@ -66,8 +72,8 @@ def _multinomial(self: Tensor, num_samples: int, replacement: bool = False, *, g
 
 
 def _new(creator):
-    def f(self: Tensor, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-        return creator(*size, dtype=self.dtype if dtype is None else dtype, device=device or self.device,
+    def f(self: Tensor, *args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+        return creator(*args, size=size, dtype=self.dtype if dtype is None else dtype, device=device or self.device,
                        requires_grad=requires_grad)
 
     f.__name__ = "new_" + creator.__name__
@@ -87,11 +93,19 @@ def _new_tensor(self: Tensor, data, *, dtype=None, device=None, requires_grad: b
                     requires_grad=requires_grad)
 
 
-def _tensor_new(cls, *args, **kwargs):
-    """``lf.Tensor(data)`` builds a tensor like ``lf.tensor(data)``; ``Tensor.__new__(cls)`` with no arguments is the
-    bare object that subclasses fill in."""
-    if cls is Tensor and (args or kwargs):
-        return C.tensor(*args, **kwargs)
+def _tensor_new(cls, *args, data=None, size=None, device=None, **unexpected):
+    """``lf.Tensor(...)`` is torch's legacy constructor (see :func:`lazyflow._legacy.legacy_new`): data converted to
+    the default float dtype, sizes giving zeros, nothing giving an empty tensor. ``Tensor.__new__(cls)`` of a subclass
+    is the bare object that the subclass fills in.
+
+    Raises:
+        TypeError: a keyword other than data/size/device (``dtype=``, ``requires_grad=``: use ``lf.tensor``).
+    """
+    if cls is Tensor:
+        if unexpected:
+            raise TypeError(f"Tensor() got unexpected keyword arguments {sorted(unexpected)} (it takes data, size and "
+                            "device, like torch.Tensor); use lf.tensor(data, dtype=..., requires_grad=...)")
+        return legacy_new(D.get_default_dtype(), None, args, data, size, device)
     return object.__new__(cls)
 
 
@@ -109,6 +123,8 @@ Tensor.addcmul_ = _addcmul_
 Tensor.addcdiv_ = _addcdiv_
 Tensor.round_ = _round_
 Tensor.where = _where
+Tensor.split = _split
+Tensor.type = tensor_type
 Tensor.bernoulli = _bernoulli
 Tensor.multinomial = _multinomial
 Tensor.new_zeros = _new(C.zeros)

@@ -287,10 +287,7 @@ class Tensor:
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)
 
-    def type(self, dtype=None):
-        if dtype is None:
-            return f"lazyflow.{self.dtype.name}"
-        return self.to(D.to_dtype(dtype))
+    # type() (torch's tensor-type names) is attached by lazyflow._methods from lazyflow._legacy
 
     def float(self) -> Tensor:
         return self.to(D.float32)

@@ -134,11 +134,11 @@ def from_jax_dtype(d) -> DType:
     return r
 
 
-def promote_types(a: DType, b: DType) -> DType:
+def promote_types(type1: DType, type2: DType) -> DType:
     """torch.promote_types (identical to JAX's lattice on lazyflow's dtypes, checked against torch)."""
-    if a is b:
-        return a
-    return _BY_NP[np.dtype(jnp.promote_types(a.np, b.np))]
+    if type1 is type2:
+        return type1
+    return _BY_NP[np.dtype(jnp.promote_types(type1.np, type2.np))]
 
 
 def _combine(higher: DType | None, lower: DType | None) -> DType | None:

@@ -311,7 +311,6 @@ mul = _binary("mul")
 floor_divide = _binary("floor_divide")
 remainder = _binary("remainder")
 fmod = _binary("fmod")
-pow = _binary("pow")
 atan2 = _binary("atan2")
 maximum = _binary("maximum")
 minimum = _binary("minimum")
@@ -334,7 +333,22 @@ bitwise_right_shift = _binary("bitwise_right_shift")
 multiply = mul
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
-_ADD, _SUB, _MUL = R["add"], R["sub"], R["mul"]
+_ADD, _SUB, _MUL, _POW = R["add"], R["sub"], R["mul"], R["pow"]
+
+
+def pow(input, exponent) -> Tensor:
+    """Elementwise ``input ** exponent`` (``torch.pow``), broadcasting, with torch's type promotion.
+
+    Args:
+        input: a tensor or Python scalar (the base).
+        exponent: a tensor or Python scalar.
+    Returns:
+        A tensor of the broadcast shape.
+    Raises:
+        ShapeError: shapes that do not broadcast.
+        DTypeError: a dtype the op is not defined for.
+    """
+    return state.interp.apply(_POW, (input, exponent), ())
 
 
 def add(input, other, *, alpha=1) -> Tensor:  # noqa: A002
@@ -399,7 +413,12 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:  # noqa: A
                   f"{rounding_mode!r}")
 
 
-divide = true_divide = div
+divide = div
+
+
+def true_divide(input, other) -> Tensor:
+    """``input / other``, always floating (:func:`div` without a rounding mode)."""
+    return _apply(R["div"], (input, other))
 
 
 def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A001,A002

@@ -106,8 +106,10 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
     return _apply(R["gather"], (input, index), (d,))
 
 
-def take_along_dim(input: Tensor, indices: Tensor, dim: int) -> Tensor:  # noqa: A002
-    """:func:`gather` with torch's ``take_along_dim`` argument order."""
+def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    """:func:`gather` with torch's ``take_along_dim`` argument order; ``dim=None`` indexes the flattened input."""
+    if dim is None:
+        return gather(input.reshape(-1), 0, _t(indices).reshape(-1))
     return gather(input, dim, indices)
 
 
@@ -314,23 +316,23 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
     return _apply(R["diagonal"], (input,), (builtins.int(offset), d1, d2))
 
 
-def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     """One-hot encoding (int64) of a non-negative integer tensor, adding a last dimension of ``num_classes``.
 
     Args:
-        tensor: class indices.
-        num_classes: the number of classes; ``-1`` means ``tensor.max() + 1`` (eager only).
+        input: class indices.
+        num_classes: the number of classes; ``-1`` means ``input.max() + 1`` (eager only).
     Raises:
         DTypeError: a floating or bool tensor.
         IndexOutOfRangeError: a class outside ``[0, num_classes)``.
     """
-    tensor = _t(tensor)
-    if tensor.dtype.is_floating_point or tensor.dtype is D.bool_:
-        raise DTypeError(f"one_hot is only applicable to index tensors, got {tensor.dtype}")
+    input = _t(input)
+    if input.dtype.is_floating_point or input.dtype is D.bool_:
+        raise DTypeError(f"one_hot is only applicable to index tensors, got {input.dtype}")
     if num_classes == -1:
-        num_classes = builtins.int(tensor.max().item()) + 1 if tensor.numel() else 0
-    _check_bounds(tensor, num_classes, "one_hot")
-    return _apply(R["one_hot"], (tensor,), (builtins.int(num_classes),))
+        num_classes = builtins.int(input.max().item()) + 1 if input.numel() else 0
+    _check_bounds(input, num_classes, "one_hot")
+    return _apply(R["one_hot"], (input,), (builtins.int(num_classes),))
 
 
 def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:  # noqa: A002

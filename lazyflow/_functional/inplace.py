@@ -80,13 +80,13 @@ def div_(self: Tensor, other, *, rounding_mode: str | None = None) -> Tensor:
     return _inplace(o, self, (self, other))
 
 
-def zero_(self: Tensor) -> Tensor:
-    """Fill ``self`` with zeros in place; returns ``self``."""
-    return fill_(self, 0)
+def zero_(input: Tensor) -> Tensor:
+    """Fill ``input`` with zeros in place; returns ``input``."""
+    return fill_(input, 0)
 
 
-def fill_(self: Tensor, value) -> Tensor:
-    """Fill ``self`` with ``value`` (a scalar or 0-d tensor) in place; returns ``self``.
+def fill_(input: Tensor, value) -> Tensor:
+    """Fill ``input`` with ``value`` (a scalar or 0-d tensor) in place; returns ``input``.
 
     Raises:
         ShapeError: a value tensor with dimensions.
@@ -94,8 +94,8 @@ def fill_(self: Tensor, value) -> Tensor:
     if isinstance(value, Tensor):
         if value.ndim != 0:
             raise ShapeError(f"fill_ only supports a 0-dimension value tensor, got shape {list(value.shape)}")
-        return copy_(self, value)
-    return _inplace(_COPY_INTO, self, (self, value))
+        return copy_(input, value)
+    return _inplace(_COPY_INTO, input, (input, value))
 
 
 def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
@@ -122,15 +122,15 @@ def _broadcasts(a, b) -> bool:
 _COPY_INTO = R["copy_into"]
 
 
-def clamp_(self: Tensor, min=None, max=None) -> Tensor:  # noqa: A002
-    """In-place :func:`clamp`; returns ``self``.
+def clamp_(input: Tensor, min=None, max=None) -> Tensor:
+    """In-place :func:`clamp`; returns ``input``.
 
     Raises:
         OpError: both bounds are None.
     """
     if min is None and max is None:
         raise OpError("clamp_: at least one of 'min' or 'max' must not be None")
-    return _inplace(R["clamp"], self, (self, min, max))
+    return _inplace(R["clamp"], input, (input, min, max))
 
 
 clip_ = clamp_

@@ -94,15 +94,15 @@ def mv(input: Tensor, vec: Tensor) -> Tensor:  # noqa: A002
     return matmul(input, vec)
 
 
-def dot(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
+def dot(input: Tensor, tensor: Tensor) -> Tensor:
     """Inner product of two 1-D tensors of equal length.
 
     Raises:
         ShapeError: wrong ranks or sizes.
     """
-    if input.ndim != 1 or other.ndim != 1:
-        raise ShapeError(f"dot expects 1-D tensors, got shapes {list(input.shape)} and {list(other.shape)}")
-    return matmul(input, other)
+    if input.ndim != 1 or tensor.ndim != 1:
+        raise ShapeError(f"dot expects 1-D tensors, got shapes {list(input.shape)} and {list(tensor.shape)}")
+    return matmul(input, tensor)
 
 
 def outer(input: Tensor, vec2: Tensor) -> Tensor:  # noqa: A002

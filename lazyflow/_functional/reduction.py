@@ -120,18 +120,27 @@ def _extreme(name, input, dim, keepdim):  # noqa: A002
     return _MinMax(*_apply(R[name], (input,), (d, builtins.bool(keepdim))))
 
 
-def max(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001,A002
+def _other(what, dim, other):
+    if other is not None and dim is not None:
+        raise TypeError(f"{what}() takes either dim or other, not both")
+    return dim if other is None else other
+
+
+def max(input: Tensor, dim=None, keepdim: bool = False, *, other=None):
     """The largest element; with ``dim``: ``(values, indices)`` along it; with a tensor: elementwise maximum.
 
     Args:
         input: the tensor.
         dim: None (all elements), an int, or a Tensor ``other`` (then ``maximum(input, other)``).
         keepdim: keep the reduced dimension with size 1.
+        other: torch's keyword for the elementwise form.
     Returns:
         A tensor, or a ``(values, indices)`` tuple with ``.values`` / ``.indices``.
     Raises:
         IndexOutOfRangeError: ``dim`` out of range.
     """
+    if other is not None:
+        dim = _other("max", dim, other)
     if isinstance(dim, Tensor):
         return maximum(input, dim)
     if dim is None:
@@ -139,11 +148,13 @@ def max(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001,A002
     return _extreme("max_dim", input, dim, keepdim)
 
 
-def min(input: Tensor, dim=None, keepdim: bool = False):  # noqa: A001,A002
+def min(input: Tensor, dim=None, keepdim: bool = False, *, other=None):
     """The smallest element; with ``dim``: ``(values, indices)``; with a tensor: elementwise minimum.
 
     Args/Returns/Raises: as :func:`max`.
     """
+    if other is not None:
+        dim = _other("min", dim, other)
     if isinstance(dim, Tensor):
         return minimum(input, dim)
     if dim is None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from .._core import dtypes as D
 from .._core.errors import DTypeError, IndexOutOfRangeError, OpError, ShapeError
+from .._creation import _keyword_sizes, arange
 from .._tensor import Tensor, _dim
 from ..ops.table import REGISTRY as R
 from ._common import _apply, _dims, _MinMax, _t
@@ -94,30 +95,37 @@ def _shape_args(shape):
     return shape
 
 
-def reshape(input: Tensor, *shape) -> Tensor:  # noqa: A002
-    """The same elements in a new shape (one ``-1`` is inferred): ``reshape(2, 3)`` or ``reshape((2, 3))``.
+def reshape(input: Tensor, *args, shape=None) -> Tensor:
+    """The same elements in a new shape (one ``-1`` is inferred): ``reshape(2, 3)``, ``reshape((2, 3))`` or
+    ``reshape(shape=(2, 3))``.
 
     lazyflow has no storage views: the result never aliases ``input`` for writes.
 
     Raises:
         ShapeError: the element counts differ, or more than one ``-1``.
     """
-    shape = _infer_shape(_shape_args(shape), input.numel(), "reshape")
+    if shape is not None:
+        args = _keyword_sizes("reshape", "shape", args, shape)
+    shape = _infer_shape(_shape_args(args), input.numel(), "reshape")
     if shape == input.shape:
         return _apply(R["reshape"], (input,), (shape,)) if input._rg else input.detach()
     return _apply(R["reshape"], (input,), (shape,))
 
 
-def view(input: Tensor, *shape) -> Tensor:  # noqa: A002
-    """``reshape`` under torch's other name (a copy-on-write value, not a storage view; see the README).
+def view(input: Tensor, *args, size=None, dtype=None) -> Tensor:
+    """``reshape`` under torch's other name (a copy-on-write value, not a storage view; see the README):
+    ``view(2, 3)``, ``view((2, 3))`` or ``view(size=(2, 3))``.
 
     Raises:
         ShapeError: as :func:`reshape`.
         DTypeError: ``view(dtype)`` bit reinterpretation, which lazyflow does not support.
     """
-    if len(shape) == 1 and (isinstance(shape[0], D.DType)):
-        raise DTypeError("view(dtype) reinterpretation is not supported; use .to(dtype)")
-    return reshape(input, *shape)
+    if size is not None:
+        args = _keyword_sizes("view", "size", args, size)
+    if dtype is not None or (len(args) == 1 and isinstance(args[0], D.DType)):
+        raise DTypeError(f"view(dtype) bit reinterpretation is not supported (got {dtype or args[0]}); "
+                         "use .to(dtype) to convert the values")
+    return reshape(input, *args)
 
 
 def view_as(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
@@ -171,14 +179,16 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:  # noqa: A002
     return reshape(input, input.shape[:d] + (1,) + input.shape[d:])
 
 
-def permute(input: Tensor, *dims) -> Tensor:  # noqa: A002
-    """Reorder dimensions: ``permute(2, 0, 1)`` or ``permute((2, 0, 1))``.
+def permute(input: Tensor, *args, dims=None) -> Tensor:
+    """Reorder dimensions: ``permute(2, 0, 1)``, ``permute((2, 0, 1))`` or ``permute(dims=(2, 0, 1))``.
 
     Raises:
         ShapeError: not one entry per dimension.
         OpError: a repeated dimension.
     """
-    dims = _shape_args(dims)
+    if dims is not None:
+        args = _keyword_sizes("permute", "dims", args, dims)
+    dims = _shape_args(args)
     if len(dims) != input.ndim:
         raise ShapeError(f"permute: number of dims {len(dims)} doesn't match the tensor's {input.ndim} "
                          f"(shape {list(input.shape)})")
@@ -201,7 +211,12 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:  # noqa: A002
     return permute(input, *p)
 
 
-swapaxes = swapdims = transpose
+swapdims = transpose
+
+
+def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    """:func:`transpose` under numpy's name and argument names."""
+    return transpose(input, axis0, axis1)
 
 
 def t(input: Tensor) -> Tensor:  # noqa: A002
@@ -232,14 +247,17 @@ def movedim(input: Tensor, source, destination) -> Tensor:  # noqa: A002
 moveaxis = movedim
 
 
-def expand(input: Tensor, *sizes) -> Tensor:  # noqa: A002
-    """Broadcast size-1 dimensions to ``sizes`` (``-1`` keeps a size; new leading dims may be added).
+def expand(input: Tensor, *args, size=None) -> Tensor:
+    """Broadcast size-1 dimensions to the given sizes (``-1`` keeps a size; new leading dims may be added):
+    ``expand(3, 4)``, ``expand((3, 4))`` or ``expand(size=(3, 4))``.
 
     Raises:
         ShapeError: fewer sizes than dimensions, a non-singleton size that differs, or ``-1`` for a new
             leading dimension.
     """
-    sizes = tuple(builtins.int(s) for s in _shape_args(sizes))
+    if size is not None:
+        args = _keyword_sizes("expand", "size", args, size)
+    sizes = tuple(builtins.int(s) for s in _shape_args(args))
     if len(sizes) < input.ndim:
         raise ShapeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to "
                          f"the number of dimensions in the tensor ({input.ndim})")
@@ -296,13 +314,16 @@ def _check_reps(reps, what):
         raise ShapeError(f"{what}: repeats must be non-negative, got {list(reps)}")
 
 
-def repeat(input: Tensor, *sizes) -> Tensor:  # noqa: A002
-    """Tile the tensor ``sizes[i]`` times along each dimension (``Tensor.repeat``; extra sizes add leading dims).
+def repeat(input: Tensor, *args, repeats=None) -> Tensor:
+    """Tile the tensor ``repeats[i]`` times along each dimension (``Tensor.repeat``; extra counts add leading dims):
+    ``repeat(2, 3)``, ``repeat((2, 3))`` or ``repeat(repeats=(2, 3))``.
 
     Raises:
-        ShapeError: fewer sizes than dimensions, or a negative size.
+        ShapeError: fewer counts than dimensions, or a negative count.
     """
-    sizes = tuple(builtins.int(s) for s in _shape_args(sizes))
+    if repeats is not None:
+        args = _keyword_sizes("repeat", "repeats", args, repeats)
+    sizes = tuple(builtins.int(s) for s in _shape_args(args))
     if len(sizes) < input.ndim:
         raise ShapeError(f"repeat: number of repeat dims ({len(sizes)}) can not be smaller than number of "
                          f"tensor dims ({input.ndim})")
@@ -310,27 +331,44 @@ def repeat(input: Tensor, *sizes) -> Tensor:  # noqa: A002
     return _apply(R["tile"], (input,), (sizes,))
 
 
-def tile(input: Tensor, *dims) -> Tensor:  # noqa: A002
-    """Like :func:`repeat`, but fewer ``dims`` than dimensions are padded with leading 1s.
+def tile(input: Tensor, *args, dims=None) -> Tensor:
+    """Like :func:`repeat`, but fewer ``dims`` than dimensions are padded with leading 1s: ``tile(2, 3)``,
+    ``tile((2, 3))`` or ``tile(dims=(2, 3))``.
 
     Raises:
         ShapeError: a negative repetition.
     """
-    dims = tuple(builtins.int(s) for s in _shape_args(dims))
+    if dims is not None:
+        args = _keyword_sizes("tile", "dims", args, dims)
+    dims = tuple(builtins.int(s) for s in _shape_args(args))
     _check_reps(dims, "tile")
     if len(dims) < input.ndim:
         dims = (1,) * (input.ndim - len(dims)) + dims
     return _apply(R["tile"], (input,), (dims,))
 
 
-def repeat_interleave(input: Tensor, repeats, dim: int | None = None) -> Tensor:  # noqa: A002
+def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *,
+                      output_size: int | None = None) -> Tensor:
     """Repeat each element ``repeats`` times (int, or one count per element) along ``dim``.
 
-    With ``dim=None`` the input is flattened first. Counts given as a tensor are read eagerly.
+    With ``dim=None`` the input is flattened first. Counts given as a tensor are read eagerly. Called with the
+    counts alone (``repeat_interleave(counts)``), repeats ``0, 1, 2, ...`` by ``counts``, like torch.
 
+    Args:
+        input: the tensor (or, alone, the counts).
+        repeats: an int or one count per element along ``dim``.
+        dim: the dimension to repeat along (None: the flattened input).
+        output_size: the size of the result along ``dim``, checked when given (torch uses it to avoid a sync).
     Raises:
-        ShapeError: a negative count, or a count list whose length differs from the dimension.
+        ShapeError: a negative count, a count list whose length differs from the dimension, or an
+            ``output_size`` that differs from the result's size.
     """
+    if repeats is None:
+        counts = _t(input)
+        if counts.ndim != 1 or counts.dtype.is_floating_point or counts.dtype is D.bool_:
+            raise ShapeError(f"repeat_interleave(repeats): repeats must be a 1-D integer tensor, got "
+                             f"{counts.dtype} of shape {list(counts.shape)}")
+        return repeat_interleave(arange(counts.shape[0], dtype=counts.dtype), counts, 0, output_size=output_size)
     if isinstance(repeats, Tensor):
         repeats = repeats.item() if repeats.ndim == 0 else tuple(repeats.tolist())
     elif not isinstance(repeats, (builtins.int, np.integer)):
@@ -343,6 +381,11 @@ def repeat_interleave(input: Tensor, repeats, dim: int | None = None) -> Tensor:
                          f"got {len(repeats)}")
     if isinstance(repeats, tuple) and len(repeats) == 1:
         repeats = repeats[0]
+    if output_size is not None:
+        total = builtins.sum(repeats) if isinstance(repeats, tuple) else builtins.int(repeats) * n
+        if builtins.int(output_size) != total:
+            raise ShapeError(f"repeat_interleave: output_size={output_size} does not match the result's size "
+                             f"{total} along the repeated dimension")
     return _apply(R["repeat_interleave"], (input,), (builtins.int(repeats) if not isinstance(repeats, tuple)
                                                       else repeats, None if dim is None else _dim(dim, input.ndim)))
 
@@ -382,7 +425,12 @@ def cat(tensors, dim: int = 0) -> Tensor:
     return _apply(R["cat"], tuple(ts), (d,))
 
 
-concat = concatenate = cat
+concat = cat
+
+
+def concatenate(tensors, axis: int = 0) -> Tensor:
+    """:func:`cat` under numpy's name and argument name."""
+    return cat(tensors, axis)
 
 
 def stack(tensors, dim: int = 0) -> Tensor:
@@ -448,21 +496,35 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:  # noqa: A002
     return split(input, builtins.max(1, math.ceil(n / chunks)), dim)
 
 
-def tensor_split(input: Tensor, indices_or_sections, dim: int = 0) -> tuple:  # noqa: A002
+def tensor_split(input: Tensor, indices_or_sections=None, dim: int = 0, *, sections=None,
+                 indices=None) -> tuple:
     """Split into ``n`` nearly equal pieces (an int: the first ``size % n`` get one more), or at the listed indices.
 
+    Args:
+        input: the tensor.
+        indices_or_sections: a section count (int or 0-d tensor) or a sequence of split indices; torch's keyword
+            spellings are ``sections=`` and ``indices=``.
+        dim: the dimension to split.
     Raises:
         OpError: a section count < 1.
+        TypeError: no sections/indices, or more than one spelling of them.
     """
+    given = [v for v in (indices_or_sections, sections, indices) if v is not None]
+    if len(given) != 1:
+        raise TypeError("tensor_split() takes exactly one of indices_or_sections, sections= or indices=, got "
+                        f"{len(given)}")
+    spec = given[0]
+    if isinstance(spec, Tensor):
+        spec = spec.tolist()
     d = _dim(dim, input.ndim)
     n = input.shape[d]
-    if isinstance(indices_or_sections, (builtins.int, np.integer)):
-        sections = builtins.int(indices_or_sections)
-        if sections < 1:
-            raise OpError(f"tensor_split: number of sections must be at least 1, got {sections}")
-        q, r = divmod(n, sections)
-        return split(input, [q + 1] * r + [q] * (sections - r), d)
-    bounds = [builtins.min(builtins.max(builtins.int(i) + (n if i < 0 else 0), 0), n) for i in indices_or_sections]
+    if isinstance(spec, (builtins.int, np.integer)):
+        count = builtins.int(spec)
+        if count < 1:
+            raise OpError(f"tensor_split: number of sections must be at least 1, got {count}")
+        q, r = divmod(n, count)
+        return split(input, [q + 1] * r + [q] * (count - r), d)
+    bounds = [builtins.min(builtins.max(builtins.int(i) + (n if i < 0 else 0), 0), n) for i in spec]
     edges = [0] + bounds + [n]
     sizes = [builtins.max(0, b - a) for a, b in zip(edges[:-1], edges[1:])]
     starts = edges[:-1]
@@ -493,9 +555,11 @@ def unbind(input: Tensor, dim: int = 0) -> tuple:  # noqa: A002
     return tuple(squeeze(p, d) for p in parts)
 
 
-def flip(input: Tensor, *dims) -> Tensor:  # noqa: A002
-    """Reverse the order of elements along ``dims``: ``flip(0, 1)`` or ``flip((0, 1))``."""
-    dims = _shape_args(dims)
+def flip(input: Tensor, *args, dims=None) -> Tensor:
+    """Reverse the order of elements along ``dims``: ``flip(0, 1)``, ``flip((0, 1))`` or ``flip(dims=(0, 1))``."""
+    if dims is not None:
+        args = _keyword_sizes("flip", "dims", args, dims)
+    dims = _shape_args(args)
     if len(dims) == 1 and isinstance(dims[0], (builtins.int, np.integer)):
         dims = (builtins.int(dims[0]),)
     return _apply(R["flip"], (input,), (_dims(tuple(dims), input.ndim) or (),))

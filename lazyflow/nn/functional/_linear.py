@@ -174,11 +174,11 @@ def _check_indices(index: Tensor, size: int, what: str, ignore: int | None = Non
     raise IndexOutOfRangeError(f"{what}: index {bad} is out of range [0, {size})")
 
 
-def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     """One-hot int64 encoding of an integer tensor (``num_classes=-1``: max + 1, eager only)."""
-    if num_classes == -1 and isinstance(tensor, Tensor):
-        _concrete(tensor, "one_hot(num_classes=-1)")
-    return _F.one_hot(tensor, num_classes)
+    if num_classes == -1 and isinstance(input, Tensor):
+        _concrete(input, "one_hot(num_classes=-1)")
+    return _F.one_hot(input, num_classes)
 
 
 def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:  # noqa: A002
