@@ -5,11 +5,13 @@ registered op's impl wrapped for the duration of a test): a hit must not trace, 
 """
 
 import collections
+import gc
 import itertools
 import os
 import subprocess
 import sys
 import threading
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -40,14 +42,14 @@ def _np_tensor(*shape, dtype=np.float32):
 class Counting:
     """A test-local op ``x * 2 + c`` whose impl counts how often JAX traces it."""
 
-    def __init__(self):
+    def __init__(self, dtypes="promote"):
         self.traces = 0
 
         def impl(x, c=0.0):
             self.traces += 1
             return x * 2 + c
 
-        self.op = OpDef("counting_test_op", impl)
+        self.op = OpDef("counting_test_op", impl, dtypes=dtypes)
 
     def __call__(self, *args):
         return INTERP.apply(self.op, args, ())
@@ -393,6 +395,33 @@ def test_shrinking_the_limit_evicts_down_to_the_most_recent_and_growing_evicts_n
     f(xs[3])
     f(xs[4])
     assert f.traces == traces
+
+
+def _live_fingerprints():
+    return [e.fingerprint for e in jax.devices()[0].client.live_executables()]
+
+
+@pytest.mark.parametrize("dtypes", ["none", "promote"])
+def test_evicted_kernels_are_released(dtypes):
+    """An evicted entry's jitted function and its executable die: nothing in JAX keeps them. With ``"none"`` the op's
+    implementation is jitted without a cast wrapper -- the case whose executables stayed in JAX's shared cache."""
+    f = Counting(dtypes)
+    lf.eager.set_cache_limit(2)
+    x = _np_tensor(7)
+    gc.collect()
+    live_before = len(_live_fingerprints())
+    f(x)
+    (entry,) = cache_mod.entries.values()
+    kernel, fun = weakref.ref(entry.kernel), weakref.ref(entry.kernel._fun)
+    fingerprint = entry.kernel.lower(x._value).compile().runtime_executable().fingerprint
+    assert fingerprint in _live_fingerprints()
+    del entry
+    for n in range(8, 28):
+        f(_np_tensor(n))
+    gc.collect()
+    assert _info().evictions == 19 and kernel() is None and fun() is None
+    assert fingerprint not in _live_fingerprints()
+    assert len(_live_fingerprints()) <= live_before + 2  # only the two cached kernels remain
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "8", None, True, False])

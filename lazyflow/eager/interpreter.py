@@ -1,7 +1,8 @@
 """The eager interpreter: every op call is one cache lookup and one compiled-kernel launch.
 
 On a hit there is no tracing and no shape inference: the entry holds the jitted kernel and the output
-metadata inferred on the miss. The entry also holds the op's backward kernel (compiled on first use).
+metadata inferred on the miss. The entry also holds the op's backward kernel (compiled on first use). Every
+kernel jits a function object owned by its entry alone, so evicting the entry releases its executables.
 In-place ops donate the target's buffer when no other reference to it exists (checked with the buffer's
 reference count), so updates cost O(update); otherwise they copy, and no alias ever sees a change.
 """
@@ -44,6 +45,21 @@ _SCALAR_TYPES = SCALAR_TYPES
 _DONATE = "donate"
 
 
+def _owned(fn, name: str):
+    """A new function object calling ``fn``, for ``jax.jit`` to key its caches on.
+
+    JAX keeps compiled executables in caches keyed (weakly) by the jitted function, shared by every ``jax.jit`` of
+    that function; jitting an op's shared implementation would leave each executable there after its entry is
+    evicted. A function object per entry dies with the entry, and its executables with it.
+    """
+
+    def kernel(*xs):
+        return fn(*xs)
+
+    kernel.__name__ = kernel.__qualname__ = name
+    return kernel
+
+
 class Entry(OpRecord):
     """One cached op signature: the jitted kernel, the output metadata, and (on first use) the jitted backward."""
 
@@ -57,13 +73,13 @@ class Entry(OpRecord):
 
     def _make_bwd(self, diff):
         _stats.backward_compiles += 1
-        return jax.jit(super()._make_bwd(diff))
+        return jax.jit(_owned(super()._make_bwd(diff), f"{self.name}_backward"))
 
 
 def _miss(key, op, args, vals, statics, donate):
     descs = key[2:-1] if donate else key[2:]
     fn = specialize(op, statics, descs)
-    kernel = jax.jit(fn, donate_argnums=(0,) if donate else ())
+    kernel = jax.jit(_owned(fn, op.name), donate_argnums=(0,) if donate else ())
     try:
         out = kernel(*vals)
     except (TypeError, ValueError, IndexError) as e:
