@@ -5,7 +5,12 @@ the datasets below) start without it.
 """
 
 import collections
+import json
 import os
+import select
+import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -402,3 +407,108 @@ def test_lazyflow_tensors_in_workers():
     assert sorted(seen) == list(range(6))
     for xb, yb in batches:
         np.testing.assert_array_equal(xb.numpy(), x.numpy()[yb.numpy()])
+
+
+# ---------------------------------------------------------------- workers outlive no killed main process
+_ORPHAN_SCRIPT = """
+import json, os, sys, time
+import numpy as np
+
+
+class Cells:
+    \"\"\"Sample i: a 256 KiB array (batches travel through shared-memory slots) and the worker's pid.\"\"\"
+
+    def __init__(self, n, delay):
+        self.n, self.delay = n, delay
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.delay)
+        return np.full((256, 256), i, np.float32), os.getpid()
+
+
+if __name__ == "__main__":
+    from lazyflow.utils.data import DataLoader
+
+    idle = DataLoader(Cells(16, 0.0), batch_size=4, num_workers=2, persistent_workers=True)
+    pids = {int(p[0]) for _, p in idle}  # a whole epoch: these persistent workers now wait for the next one
+    busy = iter(DataLoader(Cells(100000, 0.02), batch_size=4, num_workers=2))
+    for _ in range(4):  # mid-epoch: batches in flight, workers fetching
+        pids.add(int(next(busy)[1][0]))
+    print(json.dumps({"main": os.getpid(), "workers": sorted(pids)}), flush=True)
+    time.sleep(300)
+"""
+
+
+def _shm_held(pid):
+    """Names of the /dev/shm objects (shared-memory slots, semaphores) process ``pid`` maps or holds open."""
+    names = set()
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            path = line.split(None, 5)[5].strip() if len(line.split(None, 5)) == 6 else ""
+            if path.startswith("/dev/shm/"):
+                names.add(path[len("/dev/shm/"):].removesuffix(" (deleted)"))
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/dev/shm/"):
+            names.add(target[len("/dev/shm/"):].removesuffix(" (deleted)"))
+    return names
+
+
+def _ppid(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("PPid:")).split()[1])
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc") or not os.path.isdir("/dev/shm"), reason="needs /proc and /dev/shm")
+def test_workers_exit_when_the_main_process_is_killed(tmp_path):
+    """SIGKILL the training process (the OOM killer does): its workers -- persistent ones waiting between epochs
+    and busy ones mid-epoch -- and the fork server that started them must be gone within 5 s, and no shared-memory
+    slot or semaphore they held may remain in /dev/shm (torch's workers take up to 5 s: they poll every 5 s)."""
+    script = tmp_path / "orphan.py"
+    script.write_text(_ORPHAN_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(lf.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    workers, servers = [], set()
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        line = proc.stdout.readline() if ready else ""
+        assert line, f"the script reported no workers: {proc.poll()=}"
+        report = json.loads(line)
+        main, workers = report["main"], report["workers"]
+        assert len(workers) == 4 and main not in workers
+        held = set().union(*(_shm_held(p) for p in workers))
+        assert any(n.startswith("psm_") for n in held)  # batches did travel through shared-memory slots
+        assert any(n.startswith("sem.") for n in held)  # and the queues' semaphores are named objects here
+        servers = {_ppid(p) for p in workers} - {main}  # the fork server (none under fork/spawn)
+        t0 = time.monotonic()
+        os.kill(main, signal.SIGKILL)
+        proc.wait(10)
+        gone_at = None
+        while time.monotonic() - t0 < 10:
+            if gone_at is None and not any(_alive(p) for p in (*workers, *servers)):
+                gone_at = time.monotonic() - t0
+            if gone_at is not None and not held & set(os.listdir("/dev/shm")):
+                break
+            time.sleep(0.05)
+        released_at = time.monotonic() - t0
+        print(f"workers gone {gone_at} s after SIGKILL; their /dev/shm objects released after {released_at:.2f} s")
+        assert gone_at is not None and gone_at < 5.0, [p for p in (*workers, *servers) if _alive(p)]
+        left = held & set(os.listdir("/dev/shm"))
+        assert not left and released_at < 5.0, f"left in /dev/shm: {sorted(left)}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for p in (*workers, *servers):  # a failed run must not leave them behind
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+        proc.stdout.close()
+        proc.stderr.close()

@@ -1,15 +1,19 @@
-"""The eager op-signature cache, by counting: hits, misses, traces, evictions and backward compiles.
+"""The eager op-signature cache, by counting: hits, misses, traces, evictions, backward compiles and bytes.
 
 Traces are counted by an impl that increments a counter each time JAX traces it (a test-local OpDef, or a
-registered op's impl wrapped for the duration of a test): a hit must not trace, a miss traces once.
+registered op's impl wrapped for the duration of a test): a hit must not trace, a miss traces once. Released
+executables are counted with the client's own list of live executables (``live_executables()``), not with
+lazyflow's bookkeeping.
 """
 
 import collections
+import gc
 import itertools
 import os
 import subprocess
 import sys
 import threading
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -25,10 +29,10 @@ INTERP = lf.eager.INTERPRETER
 
 @pytest.fixture(autouse=True)
 def fresh_cache():
-    limit = lf.eager.get_cache_limit()
+    limit, maxbytes = lf.eager.get_cache_limit(), lf.eager.cache_info().maxbytes
     lf.eager.clear_cache()
     yield
-    lf.eager.set_cache_limit(limit)
+    lf.eager.set_cache_limit(limit, bytes=maxbytes)
     lf.eager.clear_cache()
 
 
@@ -40,14 +44,14 @@ def _np_tensor(*shape, dtype=np.float32):
 class Counting:
     """A test-local op ``x * 2 + c`` whose impl counts how often JAX traces it."""
 
-    def __init__(self):
+    def __init__(self, dtypes="promote"):
         self.traces = 0
 
         def impl(x, c=0.0):
             self.traces += 1
             return x * 2 + c
 
-        self.op = OpDef("counting_test_op", impl)
+        self.op = OpDef("counting_test_op", impl, dtypes=dtypes)
 
     def __call__(self, *args):
         return INTERP.apply(self.op, args, ())
@@ -80,13 +84,17 @@ def _info():
 
 def test_cache_info_fields_and_clear_cache():
     info = _info()
-    assert info._fields[:5] == ("hits", "misses", "evictions", "currsize", "maxsize")
-    assert info.hits == info.misses == info.evictions == info.currsize == 0
+    # new fields only ever go at the end: positional users keep working
+    assert info._fields == ("hits", "misses", "evictions", "currsize", "maxsize", "backward_compiles", "currbytes",
+                            "maxbytes")
+    assert info.hits == info.misses == info.evictions == info.currsize == info.currbytes == 0
     lf.neg(_np_tensor(3))
     assert _info().currsize == 1 and _info().misses == 1
+    assert _info().currbytes > 0
     lf.eager.clear_cache()
     info = _info()
     assert info.currsize == 0 and info.hits == 0 and info.misses == 0 and len(cache_mod.entries) == 0
+    assert info.currbytes == 0
 
 
 def test_repeated_call_is_one_miss_then_hits_without_a_trace():
@@ -403,26 +411,27 @@ def test_bad_cache_limit_raises_value_error(bad):
     assert lf.eager.get_cache_limit() == before
 
 
-def test_default_limit_is_documented_4096():
-    assert cache_mod.DEFAULT_CACHE_SIZE == 4096
+def test_default_limits_are_documented():
+    assert cache_mod.DEFAULT_CACHE_SIZE == 4096 and cache_mod.DEFAULT_CACHE_BYTES == 2 ** 30
     readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
     assert "4096" in readme and "LAZYFLOW_EAGER_CACHE_SIZE" in readme
+    assert "1 GiB" in readme and "LAZYFLOW_EAGER_CACHE_BYTES" in readme and "set_cache_limit(bytes=" in readme
 
 
 _CHILD = """
 import numpy as np, lazyflow as lf
-print(lf.eager.cache_info().maxsize)
+print(lf.eager.cache_info().maxsize, lf.eager.cache_info().maxbytes)
 for n in range(1, 13):
     lf.neg(lf.tensor(np.zeros(n, np.float32)))
 i = lf.eager.cache_info()
-print(i.currsize, i.misses, i.evictions)
+print(i.currsize, i.misses, i.evictions, i.currbytes)
 """
 
 
-def _child(env_value):
-    env = {k: v for k, v in os.environ.items() if k != "LAZYFLOW_EAGER_CACHE_SIZE"}
+def _child(env_value, name="LAZYFLOW_EAGER_CACHE_SIZE"):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAZYFLOW_EAGER_CACHE_")}
     if env_value is not None:
-        env["LAZYFLOW_EAGER_CACHE_SIZE"] = env_value
+        env[name] = env_value
     env["JAX_PLATFORMS"] = "cpu"
     return subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, timeout=120)
 
@@ -430,18 +439,31 @@ def _child(env_value):
 def test_environment_variable_bounds_the_cache():
     r = _child("5")
     assert r.returncode == 0, r.stderr
-    maxsize, counts = r.stdout.split("\n")[:2]
-    assert int(maxsize) == 5
-    assert [int(v) for v in counts.split()] == [5, 12, 7]
+    limits, counts = r.stdout.split("\n")[:2]
+    assert [int(v) for v in limits.split()] == [5, 2 ** 30]
+    assert [int(v) for v in counts.split()][:3] == [5, 12, 7]
     r = _child(None)
     assert r.returncode == 0, r.stderr
-    assert int(r.stdout.split("\n")[0]) == 4096
+    assert [int(v) for v in r.stdout.split("\n")[0].split()] == [4096, 2 ** 30]
+
+
+def test_environment_variable_bounds_the_bytes():
+    # 8 MiB hold four ~1.7 MB kernels: 12 misses evict 8 of them
+    r = _child("8M", "LAZYFLOW_EAGER_CACHE_BYTES")
+    assert r.returncode == 0, r.stderr
+    limits, counts = r.stdout.split("\n")[:2]
+    assert [int(v) for v in limits.split()] == [4096, 8 * 2 ** 20]
+    currsize, misses, evictions, currbytes = (int(v) for v in counts.split())
+    assert misses == 12 and 1 < currsize < 12 and evictions == 12 - currsize and currbytes <= 8 * 2 ** 20
 
 
 def test_bad_environment_variable_fails_at_import():
     r = _child("zero")
     assert r.returncode != 0
-    assert "ValueError" in r.stderr and "LAZYFLOW_EAGER_CACHE_SIZE" in r.stderr and "'zero'" in r.stderr
+    assert "CacheLimitError" in r.stderr and "LAZYFLOW_EAGER_CACHE_SIZE" in r.stderr and "'zero'" in r.stderr
+    r = _child("-1G", "LAZYFLOW_EAGER_CACHE_BYTES")
+    assert r.returncode != 0
+    assert "CacheLimitError" in r.stderr and "LAZYFLOW_EAGER_CACHE_BYTES" in r.stderr and "'-1G'" in r.stderr
 
 
 @pytest.mark.parametrize("raw", ["0", "-3", "abc", "1.5", ""])
@@ -451,6 +473,223 @@ def test_environment_variable_parser_rejects_bad_values(raw, monkeypatch):
         cache_mod._env_limit()
     monkeypatch.setenv("LAZYFLOW_EAGER_CACHE_SIZE", "17")
     assert cache_mod._env_limit() == 17
+    monkeypatch.setenv("LAZYFLOW_EAGER_CACHE_SIZE", "17M")  # units are for bytes only
+    with pytest.raises(lf.eager.CacheLimitError, match="positive integer, got '17M'"):
+        cache_mod._env_limit()
+
+
+@pytest.mark.parametrize("raw,expected", [("4096", 4096), ("512M", 512 << 20), ("1G", 1 << 30), ("1GiB", 1 << 30),
+                                          ("64 kB", 64 << 10), ("2t", 2 << 40)])
+def test_bytes_environment_variable_accepts_units(raw, expected, monkeypatch):
+    monkeypatch.setenv("LAZYFLOW_EAGER_CACHE_BYTES", raw)
+    assert cache_mod._env_limit("LAZYFLOW_EAGER_CACHE_BYTES", 1, units=True) == expected
+
+
+@pytest.mark.parametrize("raw", ["0", "0G", "-5M", "1.5G", "G", "abc", "", "12Q"])
+def test_bytes_environment_variable_rejects_bad_values(raw, monkeypatch):
+    monkeypatch.setenv("LAZYFLOW_EAGER_CACHE_BYTES", raw)
+    with pytest.raises(lf.eager.CacheLimitError, match=f"LAZYFLOW_EAGER_CACHE_BYTES must be a positive integer of "
+                                                       f"bytes.*got {raw!r}"):
+        cache_mod._env_limit("LAZYFLOW_EAGER_CACHE_BYTES", 1, units=True)
+
+
+# --------------------------------------------------------------------------- byte budget
+
+def _cached_bytes():
+    """The sum of every cached entry's estimate: what ``currbytes`` must equal."""
+    return sum(e.nbytes for t in cache_mod._tables.values() for e in t.values())
+
+
+def _live_fingerprints():
+    return [e.fingerprint for e in jax.devices()[0].client.live_executables()]
+
+
+def test_entry_bytes_are_estimated_from_the_compiled_executable():
+    x = _np_tensor(8)
+    lf.neg(x)
+    (neg,) = cache_mod.entries.values()
+    hlo = neg.kernel.lower(x._value).compile().as_text()
+    assert neg.nbytes == cache_mod.EXECUTABLE_BASE_BYTES + cache_mod.HLO_CHAR_BYTES * len(hlo)
+    assert _info().currbytes == neg.nbytes == _cached_bytes()
+    lf.softmax(_np_tensor(8, 16), dim=1)  # a bigger program costs more
+    (soft,) = [e for e in cache_mod.entries.values() if e is not neg]
+    assert soft.nbytes > neg.nbytes and _info().currbytes == neg.nbytes + soft.nbytes == _cached_bytes()
+
+
+def test_byte_budget_evicts_least_recently_used_entries():
+    f = Counting()
+    xs = {n: _np_tensor(n) for n in range(10, 40)}
+    f(xs[10])
+    one = _info().currbytes
+    lf.eager.set_cache_limit(bytes=int(3.5 * one))  # three entries' worth; the entry limit stays 4096
+    assert _info().maxbytes == int(3.5 * one) and _info().maxsize == 4096
+    f(xs[11])
+    f(xs[12])
+    f(xs[10])  # hit: 11 is now the least recently used
+    assert _info().evictions == 0 and _info().currsize == 3
+    f(xs[13])
+    assert _info().evictions == 1 and _present(f) == [10, 12, 13] and f.traces == 4
+    for n in range(14, 40):  # every further miss evicts exactly one entry; the bytes never exceed the budget
+        before = _info()
+        f(xs[n])
+        after = _info()
+        assert after.evictions == before.evictions + 1 and after.currsize == 3
+        assert after.currbytes == _cached_bytes() <= after.maxbytes
+    assert _present(f) == [37, 38, 39]
+
+
+def test_shrinking_the_byte_budget_evicts_at_once_and_both_limits_apply():
+    f = Counting()
+    xs = {n: _np_tensor(n) for n in range(10, 16)}
+    for n in xs:
+        f(xs[n])
+    one = _info().currbytes // 6
+    lf.eager.set_cache_limit(bytes=2 * one + one // 2)
+    assert _info().evictions == 4 and _present(f) == [14, 15] and _info().currbytes == _cached_bytes()
+    lf.eager.set_cache_limit(1, bytes=2 ** 40)  # the entry limit binds now
+    assert _present(f) == [15] and _info().evictions == 5
+    lf.eager.set_cache_limit(50)
+    f(xs[14])
+    f(xs[13])
+    assert _info().currsize == 3 and _info().evictions == 5
+
+
+def test_a_kernel_larger_than_the_budget_is_kept_until_the_next_miss():
+    f = Counting()
+    x, y = _np_tensor(3), _np_tensor(4)
+    lf.eager.set_cache_limit(bytes=1)
+    f(x)
+    f(x)  # a hit, not a recompile
+    assert f.traces == 1 and _info().currsize == 1 and _info().hits == 1
+    f(y)
+    assert _present(f) == [4] and _info().evictions == 1 and f.traces == 2
+
+
+def test_a_hit_estimates_nothing(monkeypatch):
+    """The hot path does no new work: a miss estimates its executable once, a hit never."""
+    calls = []
+    real = cache_mod.executable_bytes
+    monkeypatch.setattr(cache_mod, "executable_bytes", lambda *a: calls.append(1) or real(*a))
+    x, y = _np_tensor(5), _np_tensor(5)
+    x + y
+    lf.neg(x)
+    x * 2.0
+    assert len(calls) == 3
+    for _ in range(5):
+        x + y
+        lf.neg(x)
+        x * 2.0
+        x.add_(1.0)  # in-place: a miss the first time round, then hits
+    assert len(calls) == 4 and _info().hits == 19
+
+
+@pytest.mark.parametrize("dtypes", ["none", "promote"])
+def test_evicted_kernels_are_released(dtypes):
+    """An evicted entry's jitted function and its executable die: nothing in JAX keeps them. With ``"none"`` the op's
+    implementation is jitted without a cast wrapper -- the case whose executables stayed in JAX's shared cache."""
+    f = Counting(dtypes)
+    lf.eager.set_cache_limit(2)
+    x = _np_tensor(7)
+    gc.collect()
+    live_before = len(_live_fingerprints())
+    f(x)
+    (entry,) = cache_mod.entries.values()
+    kernel, fun = weakref.ref(entry.kernel), weakref.ref(entry.kernel._fun)
+    fingerprint = entry.kernel.lower(x._value).compile().runtime_executable().fingerprint
+    assert fingerprint in _live_fingerprints()
+    del entry
+    for n in range(8, 28):
+        f(_np_tensor(n))
+    gc.collect()
+    assert _info().evictions == 19 and kernel() is None and fun() is None
+    assert fingerprint not in _live_fingerprints()
+    assert len(_live_fingerprints()) <= live_before + 2  # only the two cached kernels remain
+
+
+def test_backward_kernels_are_charged_to_their_entry_and_released_with_it():
+    lf.eager.set_cache_limit(bytes=2 ** 40)
+    x = lf.tensor(np.linspace(-1.0, 1.0, 6), requires_grad=True)
+    y = lf.tanh(x)
+    (tanh,) = [e for k, e in cache_mod.entries.items() if k[0] is REGISTRY["tanh"]]
+    forward_bytes = tanh.nbytes
+    y.backward(lf.ones(6))
+    assert _info().backward_compiles >= 1 and tanh.nbytes > forward_bytes and _info().currbytes == _cached_bytes()
+    np.testing.assert_allclose(x.grad.numpy(), 1 - np.tanh(np.linspace(-1.0, 1.0, 6)) ** 2, rtol=1e-12)
+    (bwd,) = tanh._bwd.values()
+    bwd_fun = weakref.ref(bwd._fun)
+    del bwd, tanh, y
+    lf.eager.set_cache_limit(1)  # evicts the tanh entry (and everything else but the newest)
+    gc.collect()
+    assert bwd_fun() is None
+    assert _info().currbytes == _cached_bytes()
+
+
+def test_backward_of_an_evicted_entry_is_not_charged_to_the_cache():
+    x = lf.tensor(np.linspace(0.5, 1.5, 4), requires_grad=True)
+    y = lf.exp(x)  # its entry is evicted below, but y's graph still holds it
+    lf.eager.set_cache_limit(1)
+    z = y * 3.0
+    assert not [k for k in cache_mod.entries if k[0] is REGISTRY["exp"]]
+    z.sum().backward()
+    assert _info().currbytes == _cached_bytes()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * np.exp(np.linspace(0.5, 1.5, 4)), rtol=1e-12)
+
+
+_RSS_CHILD = """
+import gc, numpy as np, lazyflow as lf
+
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS"))
+
+ops = [lf.isnan, lf.isfinite, lf.neg, lambda t: t.sum(dim=0)]  # isnan, isfinite: no cast wrapper of their own
+for n in range(1, 9):  # warm up each op twice: one-time costs are not the cache's
+    ops[n % 4](lf.tensor(np.zeros((1000 + n, 2), np.float32)))
+lf.eager.clear_cache()
+gc.collect()
+base = rss()
+for n in range(1, 49):
+    ops[n % 4](lf.tensor(np.zeros((n, 2), np.float32)))
+gc.collect()
+i = lf.eager.cache_info()
+print(rss() - base, i.misses, i.evictions, i.currbytes, i.maxbytes)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmRSS from /proc")
+def test_resident_memory_stays_within_the_byte_budget():
+    """48 new signatures under a 4 MiB budget (2 entries): RSS grows by the budget plus JAX's own bounded
+    bookkeeping, not by 48 kernels (~75 MiB, what evicted-but-alive executables cost)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAZYFLOW_EAGER_CACHE_")}
+    env.update(JAX_PLATFORMS="cpu", LAZYFLOW_EAGER_CACHE_BYTES="4M")
+    r = subprocess.run([sys.executable, "-c", _RSS_CHILD], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    growth, misses, evictions, currbytes, maxbytes = (int(v) for v in r.stdout.split())
+    print(f"RSS grew {growth / 2 ** 20:.1f} MiB over {misses} misses")
+    assert misses == 48 and evictions >= 45 and currbytes <= maxbytes == 4 * 2 ** 20
+    assert growth < maxbytes + 12 * 2 ** 20, f"RSS grew {growth / 2 ** 20:.0f} MiB over 48 misses"
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(bytes=0), lf.eager.CacheLimitError, "bytes must be a positive int, got 0; pass e.g. bytes="),
+    (dict(bytes=-(2 ** 30)), lf.eager.CacheLimitError, "bytes must be a positive int, got -1073741824"),
+    (dict(bytes=1.5e9), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got float 1500000000.0"),
+    (dict(bytes="1G"), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got str '1G'"),
+    (dict(bytes=True), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got bool True"),
+    (dict(n=0), lf.eager.CacheLimitError, "n must be a positive int, got 0"),
+    (dict(n=8, bytes=-1), lf.eager.CacheLimitError, "bytes must be a positive int, got -1"),
+    ({}, lf.eager.CacheLimitTypeError, "pass n \\(entries\\), bytes, or both"),
+])
+def test_bad_limits_raise_named_errors_and_change_nothing(kwargs, error, match):
+    f = Counting()
+    for n in range(1, 4):
+        f(_np_tensor(n))
+    before = _info()
+    with pytest.raises(error, match=match) as info:
+        lf.eager.set_cache_limit(**kwargs)
+    assert isinstance(info.value, lf.LazyflowError) and isinstance(info.value, ValueError)
+    assert isinstance(info.value, TypeError) == (error is lf.eager.CacheLimitTypeError)
+    assert _info() == before
 
 
 # --------------------------------------------------------------------------- backward kernels

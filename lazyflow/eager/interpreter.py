@@ -1,7 +1,9 @@
 """The eager interpreter: every op call is one cache lookup and one compiled-kernel launch.
 
 On a hit there is no tracing and no shape inference: the entry holds the jitted kernel and the output
-metadata inferred on the miss. The entry also holds the op's backward kernel (compiled on first use).
+metadata inferred on the miss. The entry also holds the op's backward kernels (compiled on first use). Every
+kernel jits a function object owned by its entry alone, so evicting the entry releases its executables (see
+``cache.py``).
 In-place ops donate the target's buffer when no other reference to it exists (checked with the buffer's
 reference count), so updates cost O(update); otherwise they copy, and no alias ever sees a change.
 """
@@ -44,35 +46,63 @@ _SCALAR_TYPES = SCALAR_TYPES
 _DONATE = "donate"
 
 
+def _owned(fn, name: str):
+    """A new function object calling ``fn``, for ``jax.jit`` to key its caches on.
+
+    JAX keeps compiled executables in caches keyed (weakly) by the jitted function, shared by every ``jax.jit`` of
+    that function; jitting an op's shared implementation would leave each executable there after its entry is
+    evicted. A function object per entry dies with the entry, and its executables with it.
+    """
+
+    def kernel(*xs):
+        return fn(*xs)
+
+    kernel.__name__ = kernel.__qualname__ = name
+    return kernel
+
+
 class Entry(OpRecord):
-    """One cached op signature: the jitted kernel, the output metadata, and (on first use) the jitted backward."""
+    """One cached op signature: the jitted kernel, the output metadata, and (on first use) the jitted backward;
+    ``nbytes`` estimates the resident bytes of its executables, ``key`` is where the cache holds it."""
 
-    __slots__ = ("kernel", "outs", "multi", "tick", "__weakref__")
+    __slots__ = ("kernel", "outs", "multi", "tick", "nbytes", "key", "__weakref__")
 
-    def __init__(self, kernel, outs, multi, op, statics, descs):
+    def __init__(self, kernel, outs, multi, op, statics, descs, nbytes):
         super().__init__(op, statics, descs)
         self.kernel = kernel
         self.outs = outs
         self.multi = multi
+        self.nbytes = nbytes
 
     def _make_bwd(self, diff):
         _stats.backward_compiles += 1
-        return jax.jit(super()._make_bwd(diff))
+        return jax.jit(_owned(super()._make_bwd(diff), f"{self.name}_backward"))
+
+    def bwd_call(self, vals, gs, diff=None):
+        diff = self.diff if diff is None else diff
+        fn = self._bwd.get(diff)
+        if fn is not None:
+            return fn(*vals, *gs)
+        fn = self._bwd[diff] = self._make_bwd(diff)
+        out = fn(*vals, *gs)
+        _cache.charge(self, _cache.executable_bytes(fn, (*vals, *gs)))
+        return out
 
 
 def _miss(key, op, args, vals, statics, donate):
     descs = key[2:-1] if donate else key[2:]
     fn = specialize(op, statics, descs)
-    kernel = jax.jit(fn, donate_argnums=(0,) if donate else ())
+    kernel = jax.jit(_owned(fn, op.name), donate_argnums=(0,) if donate else ())
     try:
         out = kernel(*vals)
     except (TypeError, ValueError, IndexError) as e:
         raise translate_error(e, op, args, statics) from e
     _stats.misses += 1
+    nbytes = _cache.executable_bytes(kernel, vals)  # donated operands: only their shapes and dtypes are read
     if isinstance(out, (tuple, list)):
-        entry = Entry(kernel, tuple(_meta_of(o) for o in out), True, op, statics, descs)
+        entry = Entry(kernel, tuple(_meta_of(o) for o in out), True, op, statics, descs, nbytes)
     else:
-        entry = Entry(kernel, _meta_of(out), False, op, statics, descs)
+        entry = Entry(kernel, _meta_of(out), False, op, statics, descs, nbytes)
     _cache.insert(key, entry)
     return entry, out
 

@@ -11,6 +11,11 @@ Message protocol. Main -> worker (index queue): ``(epoch, task, indices)``, ``_F
 (exit). Worker -> main (result queue): ``(epoch, task, worker_id, slot, slot_name, payload)`` where
 ``payload`` is pickled data, an ``ExceptionWrapper`` or an ``IterableStop``, and ``slot`` is None when the
 payload references no shared memory.
+
+Orphans. A worker exits on its own when the process that owns its DataLoader dies without shutting it down
+(SIGKILL, the OOM killer): it releases its shared-memory slots and never blocks on the result queue again. The
+owner is watched by pid (see ``OwnerWatch``), not through ``os.getppid()``: with the forkserver start method the
+parent is the fork server, which outlives a killed owner for as long as any worker is alive.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import queue
 import random
 import signal
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing import shared_memory
@@ -32,6 +38,7 @@ from .collate import aligned_empty, numpy_collate, numpy_convert
 
 __all__ = ["WorkerInfo", "get_worker_info"]
 
+# seconds between checks that the other side is alive (the main process on its result queue, a worker on its owner)
 STATUS_CHECK_INTERVAL = 1.0
 _ALIGN = 64
 
@@ -106,6 +113,53 @@ class Free:
     """The main process has copied a batch out of shared-memory slot ``slot``."""
 
     slot: int
+
+
+# ------------------------------------------------------------------ watching the owner
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """``(state, start time)`` of ``pid`` from ``/proc/<pid>/stat``; None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(b")") + 2:].split()  # after "pid (comm) ": comm may hold spaces and parentheses
+    return fields[0].decode(), fields[19].decode()  # stat fields 3 (state) and 22 (start time, clock ticks)
+
+
+def owner_identity() -> tuple[int, str | None]:
+    """This process as a worker's ``OwnerWatch`` identifies it: its pid and, where /proc exists, its start time."""
+    pid = os.getpid()
+    stat = _proc_stat(pid)
+    return pid, None if stat is None else stat[1]
+
+
+class OwnerWatch:
+    """Whether the process that owns a DataLoader (``owner_identity()`` taken there) is still running.
+
+    The owner is named by pid, not found with ``os.getppid()``: under the forkserver start method a worker's parent
+    is the fork server, and the fork server only exits once every process holding its liveness pipe has closed
+    it, workers included, so a worker watching its parent outlives a SIGKILLed owner forever. The start time
+    recorded next to the pid tells a recycled pid from the owner, and a zombie (killed, not yet reaped) owner
+    counts as gone. ``prctl(PR_SET_PDEATHSIG)`` is not used: it would watch the fork server too, and it fires when
+    the parent *thread* that started the worker exits, which a DataLoader iterated from a short-lived thread does.
+    """
+
+    def __init__(self, pid: int, start: str | None) -> None:
+        self.pid = pid
+        self.start = start
+
+    def alive(self) -> bool:
+        if self.start is None:  # no /proc: signal 0 (a zombie or a recycled pid still reads as alive)
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+            return True
+        stat = _proc_stat(self.pid)
+        return stat is not None and stat[0] not in ("Z", "X", "x") and stat[1] == self.start
 
 
 # ------------------------------------------------------------------ shared-memory transport
@@ -274,18 +328,22 @@ def _seed_all(base_seed: int, worker_id: int) -> int:
     return seed
 
 
+_NOTHING = object()  # the index queue had nothing within the check interval
+
+
 def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
 def worker_loop(iterable: bool, dataset, index_queue, result_queue, done_event, epoch_value, auto_collation: bool,
                 collate_mode: str, collate_fn, drop_last: bool, base_seed: int, init_fn, worker_id: int,
-                num_workers: int, num_slots: int) -> None:
+                num_workers: int, num_slots: int, owner: tuple[int, str | None]) -> None:
     """The body of a worker process (see the module docstring for the protocol).
 
     Args:
         collate_mode: ``"default"`` (numpy collate into shared memory), ``"convert"`` (numpy convert,
             no batching) or ``"custom"`` (``collate_fn`` as given).
+        owner: ``owner_identity()`` of the main process; the worker exits when that process is gone.
     """
     global _worker_info
     slots = _Slots(num_slots if collate_mode == "default" else 0)
@@ -298,6 +356,7 @@ def worker_loop(iterable: bool, dataset, index_queue, result_queue, done_event, 
             return numpy_convert(data)
         return collate_fn(data)
 
+    orphaned = False
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         seed = _seed_all(base_seed, worker_id)
@@ -312,13 +371,20 @@ def worker_loop(iterable: bool, dataset, index_queue, result_queue, done_event, 
             init_error = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
         epoch = None
         ended = False
-        parent = os.getppid()
+        watch = OwnerWatch(*owner)
+        next_check = time.monotonic() + STATUS_CHECK_INTERVAL
         while True:
             try:
                 r = index_queue.get(timeout=STATUS_CHECK_INTERVAL)
             except queue.Empty:
-                if os.getppid() != parent:
+                r = _NOTHING
+            now = time.monotonic()
+            if now >= next_check:  # also between queued tasks: a busy worker must notice too
+                if not watch.alive():
+                    orphaned = True
                     break
+                next_check = now + STATUS_CHECK_INTERVAL
+            if r is _NOTHING:
                 continue
             if r is None:
                 break
@@ -368,6 +434,8 @@ def worker_loop(iterable: bool, dataset, index_queue, result_queue, done_event, 
         pass  # the main process raises it
     finally:
         slots.close()
-        if done_event.is_set():
+        # nobody will drain the queue: exit without waiting for the feeder thread (``orphaned`` first: the
+        # event's lock may have died with its holder)
+        if orphaned or done_event.is_set():
             result_queue.cancel_join_thread()
             result_queue.close()

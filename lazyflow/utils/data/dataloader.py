@@ -268,6 +268,7 @@ class _MultiProcessIter(_BaseIter):
         self._maps: dict[tuple[int, int], shared_memory.SharedMemory] = {}
         self._index_queues = []
         self._workers = []
+        owner = _worker.owner_identity()  # workers exit on their own if this process dies without shutting them down
         try:
             for i in range(self._num_workers):
                 iq = ctx.Queue()
@@ -275,7 +276,7 @@ class _MultiProcessIter(_BaseIter):
                 w = ctx.Process(target=_worker.worker_loop, args=(
                     self._iterable, self._dataset, iq, self._result_queue, self._done_event, self._epoch_value,
                     self._auto_collation, mode, None if mode != "custom" else self._collate_fn, self._drop_last,
-                    self._base_seed, loader.worker_init_fn, i, self._num_workers, self._prefetch_factor + 1))
+                    self._base_seed, loader.worker_init_fn, i, self._num_workers, self._prefetch_factor + 1, owner))
                 w.daemon = True
                 w.start()
                 self._index_queues.append(iq)
