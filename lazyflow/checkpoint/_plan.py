@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.core
 import numpy as np
 
 from .._core.errors import CheckpointError

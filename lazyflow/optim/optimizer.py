@@ -34,6 +34,7 @@ from itertools import chain
 from typing import Any
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
