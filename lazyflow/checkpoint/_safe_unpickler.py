@@ -38,6 +38,7 @@ KEY_DEPTH = 64
 HASH_BUDGET = 1 << 20
 
 _MARK = object()  # what MARK pushes onto the stack
+_OPCODES = {o.code: o for o in pickletools.opcodes}  # pickletools.code2op, built from its public table
 (_BINGET, _MEMOIZE, _MARK_OP, _BININT1, _SHORT_BINUNICODE, _NONE, _NEWFALSE, _NEWTRUE, _EMPTY_DICT,
  _EMPTY_LIST) = (op[0] for op in (pickle.BINGET, pickle.MEMOIZE, pickle.MARK, pickle.BININT1, pickle.SHORT_BINUNICODE,
                                   pickle.NONE, pickle.NEWFALSE, pickle.NEWTRUE, pickle.EMPTY_DICT, pickle.EMPTY_LIST))
@@ -126,7 +127,7 @@ class SafeUnpickler:
         self.fail(f"the metadata pickle is truncated or malformed (at byte {pos} of {n})")
 
     def refuse_opcode(self, op: int):
-        info = pickletools.code2op.get(chr(op))
+        info = _OPCODES.get(chr(op))
         name = f"{info.name} ({bytes([op])!r})" if info else f"{bytes([op])!r} (not a pickle opcode)"
         self.fail(f"weights_only load refused the opcode {name} at byte {self.pos - 1}: lazyflow's metadata never "
                   "contains it. If you trust where this checkpoint came from, load it with weights_only=False")
@@ -366,7 +367,7 @@ class SafeUnpickler:
                 and all(type(a) is type(b) and a == b for a, b in zip(state[2:], expected[2:]))):
             self.fail(f"weights_only load refused the dtype state {A.short(state)} for {dt} (only the byte order "
                       "may differ from numpy's own)")
-        dt.__setstate__(state)
+        dt.__setstate__(state)  # pyright: ignore[reportAttributeAccessIssue]  # numpy's stubs omit it
 
     def op_binpersid(self):
         pid = self.pop()

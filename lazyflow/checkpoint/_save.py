@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._core.errors import CheckpointError, CheckpointWriteError, LazyflowError
@@ -60,7 +60,7 @@ class SaveHandle:
         return f"SaveHandle('{self.path}', {state})"
 
 
-def _fail(path: str, e: BaseException, leftovers: list[str] = ()) -> BaseException:
+def _fail(path: str, e: BaseException, leftovers: Sequence[str] = ()) -> BaseException:
     """The error a failed save raises: lazyflow's own as is; a filesystem error as CheckpointWriteError (an
     OSError with the same errno); anything else as CheckpointError. Each names the path and the cause."""
     if isinstance(e, LazyflowError) or not isinstance(e, Exception):

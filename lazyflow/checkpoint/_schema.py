@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -58,7 +59,8 @@ class _Checker:
         self.need(type(v) is int and lo <= v <= hi, ctx, f"an int in [{lo}, {hi}]", v)
         return v
 
-    def seq(self, v: Any, ctx: str, expected: str) -> tuple:
+    def seq(self, v: Any, ctx: str, expected: str) -> Sequence[Any]:
+        # a tuple, typed as a Sequence: pyright would narrow a tuple by the len() checks inside need()'s argument
         self.need(type(v) in (tuple, list), ctx, expected, v)
         return tuple(v)
 
@@ -79,7 +81,7 @@ def _dtype(c: _Checker, e: dict, ctx: str) -> np.dtype:
         except Exception:  # noqa: BLE001 - reported below
             dt = None
     c.need(numeric_dtype(dt), f"{ctx} 'dtype'", "a numeric numpy dtype string ('<f4', '<i8'...)", name)
-    return dt
+    return cast(np.dtype, dt)  # need() raised unless it is a numeric dtype
 
 
 def _sharding(c: _Checker, s: Any, ndim: int, ctx: str) -> None:
@@ -119,7 +121,7 @@ def _crcs(c: _Checker, v: Any, nbytes: int, ctx: str) -> None:
         c.int_(x, ctx, 0, 0xFFFFFFFF)
 
 
-def _sharded_crcs(c: _Checker, v: Any, shape: tuple, ctx: str) -> None:
+def _sharded_crcs(c: _Checker, v: Any, shape: Sequence[int], ctx: str) -> None:
     for item in c.seq(v, ctx, "a list of (region, crcs)"):
         c.need(type(item) in (tuple, list) and len(item) == 2, ctx, "(region, crcs) pairs", item)
         region = c.seq(item[0], f"{ctx} region", "a tuple of (start, stop)")
