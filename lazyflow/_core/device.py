@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any, TypeAlias
+
 import jax
 
 from .errors import DeviceError
 
 __all__ = ["Device", "device", "to_jax_device", "from_jax_device", "default_device"]
+
+# ``jax.Device`` in annotations: jaxlib ships no stub for its C++ Device class, so a type checker sees
+# ``jax.Device`` as a plain variable (isinstance checks against ``jax.Device`` itself are fine).
+JaxDevice: TypeAlias = Any
 
 _PLATFORM = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "tpu": "tpu"}
 _TYPE_OF_PLATFORM = {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda", "rocm": "cuda", "tpu": "tpu"}
@@ -53,7 +59,7 @@ class Device:
 device = Device
 
 
-def to_jax_device(d) -> jax.Device:
+def to_jax_device(d) -> JaxDevice:
     """The JAX device for a lazyflow device, device string or JAX device."""
     if isinstance(d, jax.Device):
         return d
@@ -74,9 +80,10 @@ def to_jax_device(d) -> jax.Device:
     return devs[idx]
 
 
-def from_jax_device(jd) -> Device:
-    return Device(_TYPE_OF_PLATFORM.get(jd.platform, jd.platform), jd.id if jd.platform != "cpu" else None) \
-        if jd.platform != "cpu" else Device("cpu")
+def from_jax_device(jd: JaxDevice) -> Device:
+    platform: str = jd.platform
+    return Device(_TYPE_OF_PLATFORM.get(platform, platform), jd.id if platform != "cpu" else None) \
+        if platform != "cpu" else Device("cpu")
 
 
 def default_device() -> Device:

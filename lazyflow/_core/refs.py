@@ -10,6 +10,7 @@ the value it had.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import jax
 
@@ -21,7 +22,7 @@ _getrefcount = sys.getrefcount
 def _baseline() -> int:
     """References to a value held by one object slot, seen from a loop over a list of such values (measured, not
     assumed: the count depends on the interpreter version)."""
-    holder = type("_Holder", (), {})()
+    holder: Any = type("_Holder", (), {})()
     holder.value = object()
     for a in [holder.value]:
         return _getrefcount(a)

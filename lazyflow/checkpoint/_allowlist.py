@@ -13,7 +13,7 @@ import builtins
 import collections
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -42,7 +42,7 @@ def short(x: Any) -> str:
     return r if len(r) <= 120 else r[:117] + "..."
 
 
-def numeric_dtype(dt: Any) -> bool:
+def numeric_dtype(dt: Any) -> TypeGuard[np.dtype]:
     """Whether ``dt`` is a plain numeric numpy dtype (bool, ints, floats, complex, lazyflow's bfloat16)."""
     return isinstance(dt, np.dtype) and dt.names is None and dt.subdtype is None and (
         dt.kind in "biufc" or dt.type in _EXTRA_SCALARS)
@@ -62,7 +62,9 @@ def _dtype(*args):
                                    or any(args[0] is t for t in _EXTRA_SCALARS))
           and all(a is False or a is True for a in args[1:]) and (len(args) < 2 or args[1] is False),
           "numpy.dtype", args)
-    dt = np.dtype(args[0], False, True)  # copy=True: a BUILD then changes this object, never numpy's singleton
+    # copy=True: a BUILD then changes this object, never numpy's singleton. The ignore: pyright keeps the
+    # len(args) == 0 branch of _need's argument alive past the call, though _need raised for it.
+    dt = np.dtype(args[0], False, True)  # pyright: ignore[reportGeneralTypeIssues]
     _need(numeric_dtype(dt), "numpy.dtype", args)
     return dt
 

@@ -31,6 +31,8 @@ def executor() -> concurrent.futures.ThreadPoolExecutor:
     return _pool
 
 
+# zlib.crc32 reads these arrays through the buffer protocol; numpy's stubs declare ndarray.__buffer__ only for
+# Python >= 3.12, hence the reportArgumentType ignores on the crc32 calls below (pyright checks for 3.10).
 def bytes_view(a: np.ndarray) -> np.ndarray:
     """``a``'s bytes in C order as a flat uint8 array (a view when ``a`` is contiguous)."""
     return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
@@ -39,12 +41,13 @@ def bytes_view(a: np.ndarray) -> np.ndarray:
 def crc_chunks(a: np.ndarray) -> list[int]:
     """CRC-32 of each ``CRC_CHUNK``-byte chunk of ``a``'s bytes (C order)."""
     b = bytes_view(a)
-    return [zlib.crc32(b[i:i + CRC_CHUNK]) for i in range(0, max(len(b), 1), CRC_CHUNK)]
+    return [zlib.crc32(b[i:i + CRC_CHUNK])  # pyright: ignore[reportArgumentType]
+            for i in range(0, max(len(b), 1), CRC_CHUNK)]
 
 
 def crc_list(flat: np.ndarray, spans) -> list[int]:
     """CRC-32 of ``flat[lo:hi]`` for each ``(lo, hi)`` in ``spans``."""
-    return [zlib.crc32(flat[lo:hi]) for lo, hi in spans]
+    return [zlib.crc32(flat[lo:hi]) for lo, hi in spans]  # pyright: ignore[reportArgumentType]
 
 
 def batches(spans, target: int = _BATCH) -> list[list]:
@@ -69,7 +72,7 @@ def crc_many(arrays: list[np.ndarray]) -> list[list[int]]:
     out: list[list[int]] = [[] for _ in views]
     if sum(len(v) for v in views) < _PAR_MIN:
         for i, piece in pieces:
-            out[i].append(zlib.crc32(piece))
+            out[i].append(zlib.crc32(piece))  # pyright: ignore[reportArgumentType]
         return out
     groups, cur, size = [], [], 0
     for item in pieces:

@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._core.device import Device, to_jax_device
+from .._core.device import Device, JaxDevice, to_jax_device
 from .._core.errors import CheckpointError, CheckpointUnpicklingError, LazyflowError
 from .._tensor import _make
 from . import _crc, _layout, _multi, _unpickler
@@ -42,7 +42,7 @@ def _placement(e: dict, info: TensorInfo, map_location, sharding, where: str):
     return _saved_placement(info, where)
 
 
-def _resolve_device(d) -> jax.Device:
+def _resolve_device(d) -> JaxDevice:
     """A jax device for a device spec; with several processes ``"cpu"``/``"cuda:N"`` name this process's own
     devices (as ``map_location="cuda:0"`` means each rank's first GPU in torch)."""
     if isinstance(d, jax.Device):
@@ -57,7 +57,7 @@ def _resolve_device(d) -> jax.Device:
     return jd
 
 
-def _device(d, where: str, key: str) -> jax.Device:
+def _device(d, where: str, key: str) -> JaxDevice | jax.sharding.Sharding:
     if isinstance(d, jax.sharding.Sharding):
         return d
     try:

@@ -13,6 +13,7 @@ import jax
 import numpy as np
 
 from .._core import dtypes as D
+from .._core.device import JaxDevice
 from .._core.errors import CheckpointError
 from . import _layout, _schema, _unpickler
 from ._crc import dtype_from_name
@@ -88,7 +89,7 @@ class SavedSharding:
     device_ids: tuple
     spec: jax.sharding.PartitionSpec | None
 
-    def to_sharding(self, devices: Sequence[jax.Device] | None = None) -> jax.sharding.NamedSharding:
+    def to_sharding(self, devices: Sequence[JaxDevice] | None = None) -> jax.sharding.NamedSharding:
         """The ``NamedSharding`` over the same device ids here (or over ``devices``, in mesh order).
 
         Raises:

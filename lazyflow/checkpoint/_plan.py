@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.core
 import numpy as np
 
 from .._core.errors import CheckpointError
@@ -52,9 +53,12 @@ def _sharding_record(arr: jax.Array) -> dict | None:
     if len(s.device_set) <= 1:
         return None
     if isinstance(s, jax.sharding.NamedSharding):
+        mesh = s.mesh
+        if not isinstance(mesh, jax.sharding.Mesh):
+            raise CheckpointError(f"cannot save an array sharded over an abstract mesh ({mesh}); it has no devices")
         spec = tuple(p if p is None or isinstance(p, str) else tuple(p) for p in s.spec)
-        return {"type": "named", "mesh_shape": tuple(s.mesh.devices.shape), "axis_names": tuple(s.mesh.axis_names),
-                "device_ids": tuple(int(d.id) for d in s.mesh.devices.flat), "spec": spec}
+        return {"type": "named", "mesh_shape": tuple(mesh.devices.shape), "axis_names": tuple(mesh.axis_names),
+                "device_ids": tuple(int(d.id) for d in mesh.devices.flat), "spec": spec}
     return {"type": type(s).__name__, "device_ids": tuple(sorted(int(d.id) for d in s.device_set))}
 
 

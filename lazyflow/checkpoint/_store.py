@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, cast, overload
 
 import jax
 import numpy as np
@@ -28,6 +28,8 @@ logging.getLogger("absl").setLevel(logging.ERROR)  # orbax logs every save at IN
 
 import orbax.checkpoint as ocp  # noqa: E402
 import tensorstore as ts  # noqa: E402
+from orbax.checkpoint import checkpoint_args  # noqa: E402
+from orbax.checkpoint import future as ocp_future  # noqa: E402
 from orbax.checkpoint._src import asyncio_utils as _asyncio_utils  # noqa: E402
 from orbax.checkpoint._src.serialization import tensorstore_utils as _ts_utils  # noqa: E402
 
@@ -118,7 +120,7 @@ class _HostArrayHandler(ocp.type_handlers.NumpyHandler):
         return HostResult(buffers, list(crcs))
 
 
-async def _gather_all(*aws):
+async def _gather_all(*aws) -> list[Any]:
     """``asyncio.gather`` that lets every awaitable finish before raising the first error (orbax closes its
     event loop right after: nothing may still be pending on it)."""
     results = await asyncio.gather(*aws, return_exceptions=True)
@@ -129,15 +131,18 @@ async def _gather_all(*aws):
 
 
 @dataclasses.dataclass
-class MetaSave(ocp.checkpoint_args.CheckpointArgs):
+class MetaSave(checkpoint_args.CheckpointArgs):
     """The metadata bytes, or a function producing them (run in the background commit of an async save);
     None (or a function returning None) writes nothing."""
 
     data: bytes | None | Callable[[], bytes | None]
 
 
+_Meta = bytes | None | Callable[[], bytes | None]
+
+
 @dataclasses.dataclass
-class MetaRestore(ocp.checkpoint_args.CheckpointArgs):
+class MetaRestore(checkpoint_args.CheckpointArgs):
     """Read the metadata bytes back."""
 
 
@@ -156,6 +161,8 @@ class _MetaHandler(ocp.handlers.AsyncCheckpointHandler):
     """Writes the pickled metadata as one file, ``metadata.lfpkl``, fsynced."""
 
     async def async_save(self, directory, args: MetaSave | None = None, item=None):
+        if args is None:
+            raise TypeError("_MetaHandler.async_save needs MetaSave args (orbax passes them)")
         data = args.data
 
         async def commit():
@@ -163,7 +170,7 @@ class _MetaHandler(ocp.handlers.AsyncCheckpointHandler):
             if payload is not None:  # None: a process other than the primary (which writes the file)
                 await asyncio.to_thread(_write_file, os.fspath(directory / META_FILE), payload)
 
-        return [ocp.future.CommitFutureAwaitingContractedSignals(commit(), name="lazyflow_meta")]
+        return [ocp_future.CommitFutureAwaitingContractedSignals(commit(), name="lazyflow_meta")]
 
     def save(self, directory, args: MetaSave | None = None, item=None) -> None:
         async def run():
@@ -180,15 +187,16 @@ class _MetaHandler(ocp.handlers.AsyncCheckpointHandler):
         return None
 
 
-ocp.checkpoint_args.register_with_handler(_MetaHandler, for_save=True)(MetaSave)
-ocp.checkpoint_args.register_with_handler(_MetaHandler, for_restore=True)(MetaRestore)
+checkpoint_args.register_with_handler(_MetaHandler, for_save=True)(MetaSave)
+checkpoint_args.register_with_handler(_MetaHandler, for_restore=True)(MetaRestore)
 
 
 # (orbax releases without the option keep their own default)
-_ASYNC_OPTIONS = ocp.options.AsyncOptions(**(
+_ASYNC_OPTION_VALUES: dict[str, Any] = (
     {"create_directories_asynchronously": False}
     if "create_directories_asynchronously" in {f.name for f in dataclasses.fields(ocp.options.AsyncOptions)}
-    else {}))
+    else {})
+_ASYNC_OPTIONS = ocp.options.AsyncOptions(**_ASYNC_OPTION_VALUES)
 
 
 def _type_registry(crc_executor=None):
@@ -214,19 +222,29 @@ def _checkpointer(async_: bool, crc_executor=None):
     return ocp.AsyncCheckpointer(handler, async_options=_ASYNC_OPTIONS)
 
 
-def write(directory: str, arrays: Mapping[str, Any], save_args: Mapping[str, Any],
-          meta: bytes | Callable[[], bytes], *, async_: bool = False):
+@overload
+def write(directory: str, arrays: Mapping[str, Any], save_args: Mapping[str, Any], meta: _Meta, *,
+          async_: Literal[True]) -> ocp.AsyncCheckpointer: ...
+
+
+@overload
+def write(directory: str, arrays: Mapping[str, Any], save_args: Mapping[str, Any], meta: _Meta, *,
+          async_: Literal[False] = False) -> None: ...
+
+
+def write(directory: str, arrays: Mapping[str, Any], save_args: Mapping[str, Any], meta: _Meta, *,
+          async_: bool = False) -> ocp.AsyncCheckpointer | None:
     """Write one orbax checkpoint at ``directory`` (which must not exist).
 
     Returns None for a synchronous write; for ``async_`` the ``AsyncCheckpointer`` whose
     ``wait_until_finished()`` completes it (the data were handed over before this returns).
     """
     ckptr = _checkpointer(async_)
-    items = {META: MetaSave(meta)}
+    items: dict[str, ocp.args.CheckpointArgs] = {META: MetaSave(meta)}
     if arrays:
         items[TENSORS] = ocp.args.PyTreeSave(dict(arrays), save_args=dict(save_args))
     ckptr.save(directory, ocp.args.Composite(**items))
-    return ckptr if async_ else None
+    return cast(ocp.AsyncCheckpointer, ckptr) if async_ else None  # _checkpointer(async_) built one
 
 
 def read_meta(directory: str) -> bytes:

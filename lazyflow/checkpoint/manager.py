@@ -167,5 +167,5 @@ class CheckpointManager:
 
 
 def _only_leftovers(path: str) -> bool:
-    return all(_layout._pid_of(e) is not None and not _layout._busy(os.path.join(path, e), _layout._pid_of(e))
+    return all((pid := _layout._pid_of(e)) is not None and not _layout._busy(os.path.join(path, e), pid)
                for e in os.listdir(path))

@@ -67,7 +67,7 @@ def init_process_group(backend: str | None = None, *, coordinator_address: str |
     coordinator_address, num_processes, process_id = _env_config(coordinator_address, num_processes, process_id)
     missing = [n for n, v in (("coordinator_address", coordinator_address), ("num_processes", num_processes),
                               ("process_id", process_id)) if v is None]
-    if missing:
+    if missing or num_processes is None or process_id is None:  # the None checks restate `missing` for pyright
         raise ValueError(f"init_process_group: missing {missing}; pass them or set LAZYFLOW_COORDINATOR (or "
                          "MASTER_ADDR/MASTER_PORT), WORLD_SIZE and RANK (the lazyflow launcher sets them)")
     num_processes, process_id = int(num_processes), int(process_id)

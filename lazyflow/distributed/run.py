@@ -170,7 +170,8 @@ def launch(nproc: int, cmd: list[str], *, nnodes: int = 1, node_rank: int = 0, m
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (see the module docstring); returns the exit status."""
-    ap = argparse.ArgumentParser(prog="python -m lazyflow.distributed.run", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m lazyflow.distributed.run",
+                                 description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--nproc", "--nproc-per-node", "--nproc_per_node", type=int, required=True, dest="nproc",
                     help="processes on this host")
     ap.add_argument("--nnodes", type=int, default=1, help="hosts taking part (one launcher each)")

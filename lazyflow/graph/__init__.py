@@ -1,5 +1,7 @@
 """Graph (lazy) mode: ``lf.compile`` and ``lf.nn.Graph`` over the same Tensor/Parameter objects as eager mode."""
 
+from typing import Any
+
 from .._core.errors import GraphError
 from ..nn.module import Module
 from .compile import CompiledFunction, CompileInfo
@@ -31,7 +33,7 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, 
     >>> @lf.compile
     ... def f(x, y): return (x * y).sum()
     """
-    kw = dict(cache_size_limit=cache_size_limit, recompile_limit=recompile_limit,
+    kw: dict[str, Any] = dict(cache_size_limit=cache_size_limit, recompile_limit=recompile_limit,
               on_recompile_limit=on_recompile_limit)
     if model is None:
         return lambda m: compile(m, disable=disable, **kw)

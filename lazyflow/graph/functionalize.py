@@ -9,6 +9,7 @@ the one pipeline under ``lf.compile`` and ``lf.nn.Graph``.
 from __future__ import annotations
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 

@@ -10,6 +10,7 @@ the module's parameters and buffers.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 from ..nn.module import Module
 from .compile import CompiledFunction, _IdSet
@@ -53,7 +54,7 @@ def strip_wrapper_prefix(state_dict):
     keys = list(state_dict.keys())
     for p in WRAPPER_PREFIXES:
         if keys and all(isinstance(k, str) and k.startswith(p) for k in keys):
-            out = type(state_dict)() if hasattr(state_dict, "move_to_end") else {}
+            out: Any = type(state_dict)() if hasattr(state_dict, "move_to_end") else {}
             for k in keys:
                 out[k[len(p):]] = state_dict[k]
             meta = getattr(state_dict, "_metadata", None)

@@ -15,6 +15,7 @@ in the eager layout, so ``model.state_dict()`` / ``opt.state_dict()`` serve both
 from __future__ import annotations
 
 from collections import OrderedDict, namedtuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -179,6 +180,12 @@ class Graph:
     ...         return loss
     >>> loss = TrainStep(model, opt)(x, y)
     """
+
+    # Set through ``__dict__`` in ``__init__`` (``__setattr__`` registers Modules).
+    _modules: OrderedDict[str, Module]
+    _optimizers: list[tuple[Any, Any]]
+    config: GraphConfig
+    _program: _StepProgram
 
     def __init__(self, *, cache_size_limit: int = 8):
         d = self.__dict__

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.core
 
 from .._core.context import state
 from .._core.dtypes import from_jax_dtype

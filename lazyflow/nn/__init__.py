@@ -9,4 +9,6 @@ __all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "IncompatibleKeys
            *modules.__all__]
 
 
-# lf.nn.Graph is defined in lazyflow.graph (above nn and optim) and attached by lazyflow/__init__.py.
+# lf.nn.Graph is defined in lazyflow.graph (above nn and optim) and attached by lazyflow/__init__.py; declared
+# here (an annotation only: no value, no import) so that a type checker knows the name.
+Graph: type

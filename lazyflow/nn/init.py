@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import _functional as _F
 from .._core.context import state
 from .._core.errors import ShapeError
@@ -76,7 +78,7 @@ def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
-def _write(tensor: Tensor, value: Tensor) -> Tensor:
+def _write(tensor: Tensor, value: Tensor | np.ndarray) -> Tensor:
     with no_grad():
         return _inplace.copy_(tensor, value)
 
@@ -148,8 +150,6 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     Raises:
         ShapeError: not 3-, 4- or 5-D, or ``out_channels`` not divisible by ``groups``.
     """
-    import numpy as np
-
     if tensor.ndim not in (3, 4, 5):
         raise ShapeError(f"dirac_: only 3, 4 or 5-D tensors are supported, got shape {list(tensor.shape)}")
     if tensor.shape[0] % groups:

@@ -500,7 +500,7 @@ class Module:
                 destination[prefix + name] = buf if keep_vars else buf.detach()
 
     def state_dict(self, *args, destination: dict | None = None, prefix: str = "",
-                   keep_vars: bool = False) -> OrderedDict:
+                   keep_vars: bool = False) -> dict[str, Any]:
         """Parameters and persistent buffers under flat dotted keys, in torch's order.
 
         Args:

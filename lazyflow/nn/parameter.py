@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar, cast
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -10,7 +12,10 @@ from .._tensor import Tensor, _concrete, _make
 
 __all__ = ["Parameter", "Buffer"]
 
-def _adopt(cls, data: Tensor | None, requires_grad: bool):
+_T = TypeVar("_T", bound=Tensor)
+
+
+def _adopt(cls: type[_T], data: Tensor | None, requires_grad: bool) -> _T:
     """A new ``cls`` instance sharing ``data``'s value (JAX arrays are immutable: no aliasing of writes)."""
     if data is None:
         t = _make(jnp.zeros((0,), D.get_default_dtype().to_jax()), None, cls)
@@ -21,7 +26,7 @@ def _adopt(cls, data: Tensor | None, requires_grad: bool):
         t = _make(data._value, data._meta, cls)
     if requires_grad:
         t.requires_grad_(True)
-    return t
+    return cast(_T, t)  # _make(..., cls) built a cls
 
 
 class Parameter(Tensor):
@@ -66,6 +71,7 @@ class Buffer(Tensor):
     """
 
     __slots__ = ("persistent",)
+    persistent: bool
 
     def __new__(cls, data: Tensor | None = None, *, persistent: bool = True):
         t = _adopt(cls, data, False)
@@ -77,7 +83,7 @@ class Buffer(Tensor):
         return (_rebuild_buffer, (np.asarray(self._value), self.dtype.name, self.persistent))
 
     def __deepcopy__(self, memo):
-        t = Tensor.__deepcopy__(self, memo)
+        t = cast(Buffer, Tensor.__deepcopy__(self, memo))  # Tensor.__deepcopy__ builds a type(self)
         t.persistent = self.persistent
         return t
 

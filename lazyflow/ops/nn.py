@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from functools import partial
 
 import jax
@@ -53,7 +54,7 @@ def _conv_xla_nhwc(x, w, *, stride, padding, dilation, groups):
     return jnp.moveaxis(y, -1, 1)
 
 
-def _patches(x, kernel, stride, padding, dilation):
+def _patches(x, kernel, stride, padding: Sequence[tuple[int, int]], dilation):
     """im2col from strided slices: ``(N, C, prod(kernel), *out_spatial)`` (C-major, then kernel offsets)."""
     nd = len(kernel)
     xp = jnp.pad(x, ((0, 0), (0, 0)) + tuple(padding)) if any(p != (0, 0) for p in padding) else x
@@ -95,7 +96,7 @@ CONV_LOWERINGS = {"xla": _conv_xla, "xla_nhwc": _conv_xla_nhwc, "im2col": _conv_
 CONV_LOWERING = "auto"
 
 
-def conv_lowering(x_shape, w_shape, stride, padding, dilation, groups) -> str:
+def conv_lowering(x_shape, w_shape, stride, padding: Sequence[tuple[int, int]], dilation, groups) -> str:
     """The lowering ``conv`` uses for these shapes (measured with benchmarks/bench_conv.py on 2 CPU cores).
 
     * every ungrouped 1x1 convolution: ``im2col`` -- a (strided) view of the input is the patch matrix, so it
@@ -341,7 +342,7 @@ def _channel_sum(t):
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(3,))
-def _bn_train(x, w, b, eps):
+def _bn_train(x, w, b, eps) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Training batch norm ``-> (y, batch mean, biased batch variance)``, with a closed-form VJP: 2x faster
     than autodiff on CPU (BatchNorm2d backward at 32x64x32x32: 3.2 vs 6.1 ms, 2x64x112x112: 1.5 vs 4.0 ms)."""
     return _bn_train_fwd(x, w, b, eps)[0]
@@ -394,7 +395,8 @@ def _batch_norm(x, weight, bias, running_mean, running_var, momentum, *, trainin
         return _affine(y, weight, bias, shape).astype(x.dtype)
     wa = None if weight is None else _acc(weight)
     ba = None if bias is None else _acc(bias)
-    y, mean, var = _bn_train(xa, wa, ba, eps)
+    # partial(jax.custom_vjp, ...) as a decorator hides _bn_train's return type from pyright
+    y, mean, var = _bn_train(xa, wa, ba, eps)  # pyright: ignore[reportGeneralTypeIssues]
     y = y.astype(x.dtype)
     if not update:
         return y
@@ -440,9 +442,7 @@ def _rms_norm(x, weight, *, ndim, eps):
 
 
 # ---------------------------------------------------------------- attention
-def _bias(mask, keep_if_true, dtype):
-    if mask is None:
-        return None
+def _bias(mask, keep_if_true, dtype) -> jax.Array:
     if mask.dtype == jnp.bool_:
         keep = mask if keep_if_true else jnp.logical_not(mask)
         return jnp.where(keep, jnp.zeros((), dtype), jnp.array(-jnp.inf, dtype))
@@ -475,7 +475,7 @@ def _attention(q, k, v, attn_mask, key_padding_mask, seed, offset, *, dropout_p,
     lq, s = q.shape[-2], k.shape[-2]
     sc = (1.0 / math.sqrt(q.shape[-1])) if scale is None else scale
     scores = jnp.einsum("...le,...se->...ls", q * jnp.asarray(sc, dt), k)
-    bias = _bias(attn_mask, mask_keep, scores.dtype)
+    bias = None if attn_mask is None else _bias(attn_mask, mask_keep, scores.dtype)
     if is_causal:
         causal = jnp.where(jnp.tril(jnp.ones((lq, s), jnp.bool_)), 0.0, -jnp.inf).astype(scores.dtype)
         bias = causal if bias is None else bias + causal

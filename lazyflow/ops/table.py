@@ -10,8 +10,9 @@ same function unless the record carries a rule). No op is written twice.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -84,9 +85,14 @@ def is_tensor_desc(d) -> bool:
     return type(d) is tuple
 
 
-def _items(descs):
-    return [(d[1], len(d[0])) if type(d) is tuple else d for d in descs
-            if type(d) is tuple or d in (builtins.int, builtins.float, builtins.bool)]
+def _items(descs: Sequence[Any]) -> list:
+    items: list = []
+    for d in descs:
+        if type(d) is tuple:
+            items.append((d[1], len(d[0])))
+        elif d in (builtins.int, builtins.float, builtins.bool):
+            items.append(d)
+    return items
 
 
 def compute_dtypes(op_def: OpDef, descs, statics) -> list:
@@ -126,7 +132,7 @@ def specialize(op_def: OpDef, statics: tuple, descs: tuple) -> Callable:
     cdts = compute_dtypes(op_def, descs, statics)
     impl = partial(op_def.impl, **kw) if kw else op_def.impl
     if op_def.bwd is not None:
-        impl = _with_rule(op_def, impl, kw)
+        impl = _with_rule(op_def.bwd, impl, kw)
     if all(c is None for c in cdts):
         return impl
 
@@ -136,8 +142,7 @@ def specialize(op_def: OpDef, statics: tuple, descs: tuple) -> Callable:
     return fn
 
 
-def _with_rule(op_def: OpDef, impl: Callable, kw: dict) -> Callable:
-    rule = op_def.bwd
+def _with_rule(rule: Callable, impl: Callable, kw: dict) -> Callable:
 
     @jax.custom_vjp
     def f(*xs):

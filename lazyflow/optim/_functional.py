@@ -12,15 +12,16 @@ where JAX's x64 mode is on, like torch computes them in Python floats, so result
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
+
+from .._core.config import x64_enabled
 
 __all__ = ["sgd", "adam", "rmsprop", "adagrad"]
 
 
 def _scalar_dtype():
     """The dtype of scalar hyperparameter math: float64 when x64 is on (torch uses Python floats)."""
-    return jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+    return jnp.float64 if x64_enabled() else jnp.float32
 
 
 def _lerp(start, end, weight):

@@ -31,9 +31,10 @@ import threading
 import warnings
 from collections import defaultdict, namedtuple
 from itertools import chain
-from typing import Any
+from typing import Any, cast
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -580,7 +581,8 @@ class Optimizer:
     def _group_arrays(self, group: dict, params: list[Tensor] | None = None):
         plist = self._params_with_grad(group) if params is None else list(params)
         empty: dict = {}
-        return (plist, [p._value for p in plist], [p.grad._value for p in plist],
+        # plist holds parameters with a gradient (the caller's params come from _params_with_grad too)
+        return (plist, [p._value for p in plist], [cast(Tensor, p.grad)._value for p in plist],
                 [{k: t._value for k, t in self.state.get(p, empty).items()} for p in plist])
 
     def _write_back(self, plist: list[Tensor], new_params: list, new_states: list[dict], *,

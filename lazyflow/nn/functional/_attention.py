@@ -175,15 +175,17 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
             bs = (None,) * 3 if in_proj_bias is None else _F.chunk(in_proj_bias, 3)
             q, k, v = (_linear2d(x, w, b) for x, w, b in zip((query, key, value), ws, bs))
     else:
+        checked: list[Tensor] = []
         for name, w, d in (("q_proj_weight", q_proj_weight, e), ("k_proj_weight", k_proj_weight, key.shape[-1]),
                            ("v_proj_weight", v_proj_weight, value.shape[-1])):
             if w is None or tuple(w.shape) != (e, d):
                 raise ShapeError(f"{fn}: expected {name} of shape [{e}, {d}], got "
                                  f"{None if w is None else list(w.shape)}")
+            checked.append(w)
         bs = (None,) * 3 if in_proj_bias is None else _F.chunk(in_proj_bias, 3)
-        q = _linear2d(query, q_proj_weight, bs[0])
-        k = _linear2d(key, k_proj_weight, bs[1])
-        v = _linear2d(value, v_proj_weight, bs[2])
+        q = _linear2d(query, checked[0], bs[0])
+        k = _linear2d(key, checked[1], bs[1])
+        v = _linear2d(value, checked[2], bs[2])
     # ---- masks to (N, H|1, L, S)
     if attn_mask is not None:
         if attn_mask.ndim == 2:

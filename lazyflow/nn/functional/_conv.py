@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
+from typing import Any
 
 from ..._core.context import state
 from ..._core.errors import DTypeError, ShapeError
@@ -31,9 +32,11 @@ _ADAPTIVE_AVG = R["adaptive_avg_pool"]
 IntOrTuple = int | Sequence[int]
 
 
-def _ntuple(v, n: int, what: str, fn: str) -> tuple[int, ...]:
+def _ntuple(v: Any, n: int, what: str, fn: str) -> tuple[int, ...]:
     if isinstance(v, (builtins.int,)) and not isinstance(v, bool):
         return (v,) * n
+    if isinstance(v, bool):  # not an int here, and not iterable either
+        raise ValueError(f"{fn}: expected {what} to be a single int or a tuple of {n} ints, got {v!r}")
     t = tuple(v)
     if len(t) == 1:
         t = t * n

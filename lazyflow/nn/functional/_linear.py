@@ -190,5 +190,6 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, o
     """``input / max(||input||_p along dim, eps)``."""
     if out is not None:
         raise TypeError("normalize: the out= argument is not supported")
-    denom = _F.norm(input, p, dim, keepdim=True).clamp(min=eps)
+    # _F.norm's p carries no annotation, so pyright reads it as str from its default "fro"; it takes numbers too
+    denom = _F.norm(input, p, dim, keepdim=True).clamp(min=eps)  # pyright: ignore[reportArgumentType]
     return input / denom

@@ -6,7 +6,7 @@ import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
-from typing import Any
+from typing import Any, overload
 
 from ..._core.errors import IndexOutOfRangeError
 from ..._tensor import Tensor
@@ -38,7 +38,13 @@ class Sequential(Module):
     >>> net = lf.nn.Sequential(lf.nn.Linear(4, 8), lf.nn.ReLU(), lf.nn.Linear(8, 2))
     """
 
-    def __init__(self, *args: Module) -> None:
+    @overload
+    def __init__(self, *args: Module) -> None: ...
+
+    @overload
+    def __init__(self, arg: OrderedDict[str, Module], /) -> None: ...
+
+    def __init__(self, *args: Any) -> None:
         super().__init__()
         if len(args) == 1 and isinstance(args[0], OrderedDict):
             for key, module in args[0].items():
@@ -279,7 +285,8 @@ class ModuleDict(Module):
         """
         if isinstance(modules, (OrderedDict, ModuleDict, Mapping)):
             for key, module in modules.items():
-                self[key] = module
+                # pyright narrows the pairs' Iterable to a Mapping keyed by pairs; add_module checks each key
+                self[key] = module  # pyright: ignore[reportArgumentType]
             return
         if not isinstance(modules, Iterable):
             raise TypeError("ModuleDict.update should be called with an iterable of key/value pairs, but got "
@@ -288,10 +295,10 @@ class ModuleDict(Module):
             if not isinstance(m, Iterable) or isinstance(m, (str, Module)):
                 raise TypeError(f"ModuleDict update sequence element #{j} should be Iterable; is "
                                 + type(m).__name__)
-            m = tuple(m)
-            if len(m) != 2:
-                raise ValueError(f"ModuleDict update sequence element #{j} has length {len(m)}; 2 is required")
-            self[m[0]] = m[1]
+            pair: tuple[Any, ...] = tuple(m)  # add_module checks the name and the module
+            if len(pair) != 2:
+                raise ValueError(f"ModuleDict update sequence element #{j} has length {len(pair)}; 2 is required")
+            self[pair[0]] = pair[1]
 
 
 class ParameterList(Module):

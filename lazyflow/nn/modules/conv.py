@@ -235,9 +235,12 @@ class _ConvTransposeNd(_ConvNd):
         return tuple(res)
 
     def forward(self, input: Tensor, output_size: Sequence[int] | None = None) -> Tensor:  # noqa: A002
+        padding = self.padding
+        if isinstance(padding, str):  # __init__ refuses one; this catches one assigned later
+            raise ValueError(f"{type(self).__name__} does not support string padding {padding!r}")
         self._check_input(input)
         op = self._output_padding(input, output_size)
-        return self._fn(input, self.weight, self.bias, self.stride, self.padding, op, self.groups, self.dilation)
+        return self._fn(input, self.weight, self.bias, self.stride, padding, op, self.groups, self.dilation)
 
 
 class ConvTranspose1d(_ConvTransposeNd):

@@ -99,8 +99,9 @@ class _NormBase(Module):
             # checkpoints from before num_batches_tracked existed load with the current counter (torch's rule)
             key = prefix + "num_batches_tracked"
             if key not in state_dict:
-                state_dict[key] = self.num_batches_tracked if self.num_batches_tracked is not None else tensor(
-                    0, dtype=D.int64)
+                # this writes into the caller's mapping: load_state_dict passes it through (torch copies first)
+                state_dict[key] = (  # pyright: ignore[reportIndexIssue]  # the hook's state_dict is typed Mapping
+                    self.num_batches_tracked if self.num_batches_tracked is not None else tensor(0, dtype=D.int64))
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from typing import Any
 
 from ..._core.errors import ShapeError
 from ..._creation import empty
@@ -69,7 +70,7 @@ class MultiheadAttention(Module):
         self.head_dim = embed_dim // num_heads
         if self.head_dim * num_heads != embed_dim:
             raise ValueError("embed_dim must be divisible by num_heads")
-        kw = {"device": device, "dtype": dtype}
+        kw: dict[str, Any] = {"device": device, "dtype": dtype}
         if not self._qkv_same_embed_dim:
             self.q_proj_weight = Parameter(empty((embed_dim, embed_dim), **kw))
             self.k_proj_weight = Parameter(empty((embed_dim, self.kdim), **kw))
@@ -177,7 +178,7 @@ class TransformerEncoderLayer(Module):
                  batch_first: bool = False, norm_first: bool = False, bias: bool = True, device=None,
                  dtype=None) -> None:
         super().__init__()
-        kw = {"device": device, "dtype": dtype}
+        kw: dict[str, Any] = {"device": device, "dtype": dtype}
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
                                             **kw)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)

@@ -26,6 +26,8 @@ def _check_children(owner: str, optimizer: Optimizer, schedulers: Sequence) -> N
 class _Composite:
     """state_dict handling of schedulers wrapping other schedulers."""
 
+    _schedulers: Sequence[LRScheduler]  # set by the subclass
+
     def state_dict(self) -> dict[str, Any]:
         sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
         sd["_schedulers"] = [s.state_dict() for s in self._schedulers]

@@ -26,6 +26,8 @@ class _LambdaState:
     """state_dict handling of schedulers holding callables: functions are not saved, callable objects'
     attributes are (torch's behaviour)."""
 
+    lr_lambdas: list[Callable[[int], float]]  # set by the subclass
+
     def state_dict(self) -> dict[str, Any]:
         sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
         sd["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
