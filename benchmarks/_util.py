@@ -29,5 +29,5 @@ def fmt_ms(s: float) -> str:
 
 def table(rows, headers) -> str:
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
-    line = lambda r: " | ".join(str(c).ljust(w) for c, w in zip(r, widths))  # noqa: E731
+    line = lambda r: " | ".join(str(c).ljust(w) for c, w in zip(r, widths))
     return "\n".join([line(headers), "-+-".join("-" * w for w in widths), *map(line, rows)])

@@ -57,11 +57,23 @@ def _training_state(make, rng) -> dict:
     """{"model": params, "optim": SGD-momentum state dict} built with ``make(np_array)``."""
     shapes = resnet50_shapes()
     model = OrderedDict((k, make(rng.standard_normal(s, dtype=np.float32))) for k, s in shapes.items())
-    state = {i: {"momentum_buffer": make(rng.standard_normal(s, dtype=np.float32))}
-             for i, s in enumerate(shapes.values())}
-    groups = [{"lr": 0.1, "momentum": 0.9, "dampening": 0, "weight_decay": 1e-4, "nesterov": False,
-               "maximize": False, "foreach": None, "differentiable": False, "fused": None,
-               "params": list(range(len(shapes)))}]
+    state = {
+        i: {"momentum_buffer": make(rng.standard_normal(s, dtype=np.float32))} for i, s in enumerate(shapes.values())
+    }
+    groups = [
+        {
+            "lr": 0.1,
+            "momentum": 0.9,
+            "dampening": 0,
+            "weight_decay": 1e-4,
+            "nesterov": False,
+            "maximize": False,
+            "foreach": None,
+            "differentiable": False,
+            "fused": None,
+            "params": list(range(len(shapes))),
+        }
+    ]
     return {"model": model, "optim": {"state": state, "param_groups": groups}, "epoch": 3}
 
 
@@ -83,8 +95,12 @@ def _pair(save, load, repeat: int) -> tuple[float, float]:
 def dd_bandwidth(directory: str, nbytes: int) -> float:
     """Bytes/s of ``dd if=/dev/zero ... conv=fdatasync`` writing ``nbytes`` into ``directory``."""
     target = os.path.join(directory, "dd.bin")
-    out = subprocess.run(["dd", "if=/dev/zero", f"of={target}", "bs=4M", f"count={nbytes >> 22}",
-                          "conv=fdatasync"], capture_output=True, text=True, check=True).stderr
+    out = subprocess.run(
+        ["dd", "if=/dev/zero", f"of={target}", "bs=4M", f"count={nbytes >> 22}", "conv=fdatasync"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
     os.unlink(target)
     m = re.search(r"copied, ([\d.]+) s", out)
     return (nbytes >> 22 << 22) / float(m.group(1))
@@ -103,8 +119,10 @@ def _case_resnet(root: str, repeat: int) -> tuple[dict, dict]:
     ls, ll = _pair(lambda: lf.save(lf_state, lp), lambda: lf.load(lp), repeat)
     ts, tl = _pair(lambda: torch.save(t_state, tp), lambda: torch.load(tp), repeat)
 
-    jax_state = {"model": {k: t.jax() for k, t in lf_state["model"].items()},
-                 "optim": {str(k): v["momentum_buffer"].jax() for k, v in lf_state["optim"]["state"].items()}}
+    jax_state = {
+        "model": {k: t.jax() for k, t in lf_state["model"].items()},
+        "optim": {str(k): v["momentum_buffer"].jax() for k, v in lf_state["optim"]["state"].items()},
+    }
     ockpt = ocp.StandardCheckpointer()
 
     def orbax_save():
@@ -113,8 +131,16 @@ def _case_resnet(root: str, repeat: int) -> tuple[dict, dict]:
 
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, jax_state)
     os_, ol = _pair(orbax_save, lambda: jax.block_until_ready(ockpt.restore(op, abstract)), repeat)
-    resnet = dict(lf_save=ls, lf_load=ll, torch_save=ts, torch_load=tl, orbax_save=os_, orbax_load=ol,
-                  ratio=(ls + ll) / (ts + tl), target=1.0)
+    resnet = dict(
+        lf_save=ls,
+        lf_load=ll,
+        torch_save=ts,
+        torch_load=tl,
+        orbax_save=os_,
+        orbax_load=ol,
+        ratio=(ls + ll) / (ts + tl),
+        target=1.0,
+    )
 
     blocks = []
     for _ in range(repeat):
@@ -151,9 +177,19 @@ def _case_big(root: str, repeat: int, nbytes: int) -> dict:
     ls, ll = _pair(lambda: lf.save(big, lp), lambda: lf.load(lp), repeat)
     ts, tl = _pair(lambda: torch.save(t_big, tp), lambda: torch.load(tp), repeat)
     dd = statistics.median(dd_bandwidth(root, nbytes) for _ in range(3))
-    return dict(nbytes=nbytes, lf_save=ls, lf_load=ll, torch_save=ts, torch_load=tl, dd_fdatasync_bw=dd,
-                save_bw=nbytes / ls, load_bw=nbytes / ll, save_vs_dd=(nbytes / ls) / dd, save_target=0.8,
-                load_target=1e9)
+    return dict(
+        nbytes=nbytes,
+        lf_save=ls,
+        lf_load=ll,
+        torch_save=ts,
+        torch_load=tl,
+        dd_fdatasync_bw=dd,
+        save_bw=nbytes / ls,
+        load_bw=nbytes / ll,
+        save_vs_dd=(nbytes / ls) / dd,
+        save_target=0.8,
+        load_target=1e9,
+    )
 
 
 CASES = ("resnet50_sgd", "small_1000", "big_400mb")  # async_save is measured with resnet50_sgd
@@ -183,29 +219,51 @@ def run(quick: bool = False, only: list[str] | None = None) -> dict:
 
 def report(res: dict) -> str:
     """The results as a table (the cases that ran)."""
-    ms = lambda s: f"{s * 1e3:.1f} ms"  # noqa: E731
-    gbs = lambda b: f"{b / 1e9:.2f} GB/s"  # noqa: E731
+    ms = lambda s: f"{s * 1e3:.1f} ms"
+    gbs = lambda b: f"{b / 1e9:.2f} GB/s"
     rows = []
     if "resnet50_sgd" in res:
         r, a = res["resnet50_sgd"], res["async_save"]
         rows += [
-            ["ResNet-50 + SGD momentum (322 arrays, 204 MB)", f"{ms(r['lf_save'])} + {ms(r['lf_load'])}",
-             f"{ms(r['torch_save'])} + {ms(r['torch_load'])}", f"{r['ratio']:.2f}x (<= 1.0x)"],
+            [
+                "ResNet-50 + SGD momentum (322 arrays, 204 MB)",
+                f"{ms(r['lf_save'])} + {ms(r['lf_load'])}",
+                f"{ms(r['torch_save'])} + {ms(r['torch_load'])}",
+                f"{r['ratio']:.2f}x (<= 1.0x)",
+            ],
             ["  orbax StandardCheckpointer (reference)", f"{ms(r['orbax_save'])} + {ms(r['orbax_load'])}", "", ""],
-            ["async save: blocking part", ms(a["blocking"]), f"sync save {ms(a['sync_save'])}",
-             f"{a['ratio'] * 100:.1f}% (<= 10%)"],
+            [
+                "async save: blocking part",
+                ms(a["blocking"]),
+                f"sync save {ms(a['sync_save'])}",
+                f"{a['ratio'] * 100:.1f}% (<= 10%)",
+            ],
         ]
     if "small_1000" in res:
         s = res["small_1000"]
-        rows.append(["1000 small tensors (4 KB each)", f"{ms(s['lf_save'])} + {ms(s['lf_load'])}",
-                     f"{ms(s['torch_save'])} + {ms(s['torch_load'])}", f"{s['ratio']:.2f}x (<= 2x)"])
+        rows.append(
+            [
+                "1000 small tensors (4 KB each)",
+                f"{ms(s['lf_save'])} + {ms(s['lf_load'])}",
+                f"{ms(s['torch_save'])} + {ms(s['torch_load'])}",
+                f"{s['ratio']:.2f}x (<= 2x)",
+            ]
+        )
     if "big_400mb" in res:
         b = res["big_400mb"]
         rows += [
-            [f"one {b['nbytes'] >> 20} MB tensor: save", f"{ms(b['lf_save'])} = {gbs(b['save_bw'])}",
-             f"dd fdatasync {gbs(b['dd_fdatasync_bw'])}", f"{b['save_vs_dd']:.2f}x of dd (>= 0.8x)"],
-            [f"one {b['nbytes'] >> 20} MB tensor: load", f"{ms(b['lf_load'])} = {gbs(b['load_bw'])}",
-             f"torch.load {ms(b['torch_load'])}", ">= 1 GB/s"],
+            [
+                f"one {b['nbytes'] >> 20} MB tensor: save",
+                f"{ms(b['lf_save'])} = {gbs(b['save_bw'])}",
+                f"dd fdatasync {gbs(b['dd_fdatasync_bw'])}",
+                f"{b['save_vs_dd']:.2f}x of dd (>= 0.8x)",
+            ],
+            [
+                f"one {b['nbytes'] >> 20} MB tensor: load",
+                f"{ms(b['lf_load'])} = {gbs(b['load_bw'])}",
+                f"torch.load {ms(b['torch_load'])}",
+                ">= 1 GB/s",
+            ],
         ]
     return table(rows, ["case", "lazyflow (save + load)", "reference", "ratio (target)"])
 

@@ -38,8 +38,11 @@ SHAPES = [
 ]
 QUICK = {"r18@64 3x3 512@2", "r18@64 3x3 256@4", "r50@224 1x1 256->64@56", "cnn 3x3 32->64@32"}
 # (name, model, input shape); forward+backward of the whole network, compiled with each lowering forced
-NETS = [("resnet18 b8@64", "resnet18", (8, 3, 64, 64)), ("small_cnn b32@32", "small_cnn", (32, 3, 32, 32)),
-        ("resnet18 b2@224", "resnet18", (2, 3, 224, 224))]
+NETS = [
+    ("resnet18 b8@64", "resnet18", (8, 3, 64, 64)),
+    ("small_cnn b32@32", "small_cnn", (32, 3, 32, 32)),
+    ("resnet18 b2@224", "resnet18", (2, 3, 224, 224)),
+]
 
 
 def _min_time(fn, reps: int) -> float:
@@ -75,6 +78,7 @@ def _shape_row(name, n, c, h, o, k, s, p, reps) -> dict:
     xj, wj = jnp.asarray(x), jnp.asarray(w)
     times = {}
     for low, impl in opsnn.CONV_LOWERINGS.items():
+
         def loss(x, w, impl=impl):
             return (impl(x, w, **kw) ** 2).sum()
 
@@ -133,26 +137,61 @@ def run(quick: bool = False, only: list[str] | None = None) -> list[dict]:
     if not only or "shapes" in only:
         rows = bench_shapes(quick)
         print("Conv forward+backward (jitted value_and_grad; torch eager), best of repeats")
-        print(table([(r["shape"], fmt_ms(r["torch"]), *(fmt_ms(r[lo]) for lo in lowers), r["chosen"],
-                      f"{r[r['chosen']] / r['torch']:.2f}x") for r in rows],
-                    ["shape", "torch", *lowers, "auto picks", "auto/torch"]))
+        print(
+            table(
+                [
+                    (
+                        r["shape"],
+                        fmt_ms(r["torch"]),
+                        *(fmt_ms(r[lo]) for lo in lowers),
+                        r["chosen"],
+                        f"{r[r['chosen']] / r['torch']:.2f}x",
+                    )
+                    for r in rows
+                ],
+                ["shape", "torch", *lowers, "auto picks", "auto/torch"],
+            )
+        )
         for r in rows:
             best = min(lowers, key=lambda lo: r[lo])
-            out.append(dict(case=f"conv fwd+bwd {r['shape']} (auto={r['chosen']})", versus="torch eager",
-                            lf=r[r["chosen"]], ref=r["torch"],
-                            note=f"fastest lowering {best}: " + ", ".join(f"{lo} {r[lo] * 1e3:.1f} ms"
-                                                                         for lo in lowers)))
+            out.append(
+                dict(
+                    case=f"conv fwd+bwd {r['shape']} (auto={r['chosen']})",
+                    versus="torch eager",
+                    lf=r[r["chosen"]],
+                    ref=r["torch"],
+                    note=f"fastest lowering {best}: " + ", ".join(f"{lo} {r[lo] * 1e3:.1f} ms" for lo in lowers),
+                )
+            )
     if not only or "nets" in only:
         rows = bench_nets(quick)
         print("\nWhole network forward+backward, lf.compile with each conv lowering forced (torch eager)")
         lows = ["xla", "xla_nhwc", "im2col", "auto"]
-        print(table([(r["net"], fmt_ms(r["torch"]), *(fmt_ms(r[lo]) for lo in lows),
-                      f"{r['auto'] / r['torch']:.2f}x", f"{r['compile_auto']:.1f} s") for r in rows],
-                    ["net", "torch", *lows, "auto/torch", "compile(auto)"]))
+        print(
+            table(
+                [
+                    (
+                        r["net"],
+                        fmt_ms(r["torch"]),
+                        *(fmt_ms(r[lo]) for lo in lows),
+                        f"{r['auto'] / r['torch']:.2f}x",
+                        f"{r['compile_auto']:.1f} s",
+                    )
+                    for r in rows
+                ],
+                ["net", "torch", *lows, "auto/torch", "compile(auto)"],
+            )
+        )
         for r in rows:
-            out.append(dict(case=f"{r['net']} fwd+bwd compiled, conv lowering auto", versus="torch eager",
-                            lf=r["auto"], ref=r["torch"],
-                            note="forced: " + ", ".join(f"{lo} {r[lo] * 1e3:.0f} ms" for lo in lows[:3])))
+            out.append(
+                dict(
+                    case=f"{r['net']} fwd+bwd compiled, conv lowering auto",
+                    versus="torch eager",
+                    lf=r["auto"],
+                    ref=r["torch"],
+                    note="forced: " + ", ".join(f"{lo} {r[lo] * 1e3:.0f} ms" for lo in lows[:3]),
+                )
+            )
     return out
 
 

@@ -50,7 +50,7 @@ class ImageDataset:
     def __getitem__(self, index: int):
         img = np.load(io.BytesIO(self.blobs[index % len(self.blobs)]))
         i, j = np.random.randint(0, self.size - self.crop + 1, size=2)
-        x = img[i:i + self.crop, j:j + self.crop]
+        x = img[i : i + self.crop, j : j + self.crop]
         if np.random.random() < 0.5:
             x = x[:, ::-1]
         x = x.astype(np.float32) * SCALE + SHIFT
@@ -109,17 +109,27 @@ def run(quick: bool = False) -> dict:
             dt, k = _epoch(t_loader)
             t_rates.append(k / dt)
         del lf_loader, t_loader
-        row = {"case": f"num_workers={workers}, batch 32", "lf_samples_per_s": statistics.median(lf_rates),
-               "torch_samples_per_s": statistics.median(t_rates)}
+        row = {
+            "case": f"num_workers={workers}, batch 32",
+            "lf_samples_per_s": statistics.median(lf_rates),
+            "torch_samples_per_s": statistics.median(t_rates),
+        }
         row["ratio"] = row["lf_samples_per_s"] / row["torch_samples_per_s"]
         if workers:
             kw.pop("persistent_workers")
-            row["lf_first_batch_s"] = _first_batch(lambda: lud.DataLoader(ds, **kw))  # noqa: B023
-            row["torch_first_batch_s"] = _first_batch(lambda: tud.DataLoader(ds, **kw))  # noqa: B023
+            row["lf_first_batch_s"] = _first_batch(lambda: lud.DataLoader(ds, **kw))
+            row["torch_first_batch_s"] = _first_batch(lambda: tud.DataLoader(ds, **kw))
         cases.append(row)
-    rows = [(c["case"], f"{c['lf_samples_per_s']:.0f}", f"{c['torch_samples_per_s']:.0f}", f"{c['ratio']:.2f}x",
-             f"{c['lf_first_batch_s']:.2f} s / {c['torch_first_batch_s']:.2f} s" if "lf_first_batch_s" in c else "-")
-            for c in cases]
+    rows = [
+        (
+            c["case"],
+            f"{c['lf_samples_per_s']:.0f}",
+            f"{c['torch_samples_per_s']:.0f}",
+            f"{c['ratio']:.2f}x",
+            f"{c['lf_first_batch_s']:.2f} s / {c['torch_first_batch_s']:.2f} s" if "lf_first_batch_s" in c else "-",
+        )
+        for c in cases
+    ]
     print(table(rows, ["case", "lazyflow samples/s", "torch samples/s", "lf / torch", "first batch lf / torch"]))
     print("(target: lf / torch >= 1.0x; steady state with persistent workers, median over epochs)")
     return {"cases": cases, "samples_per_epoch": n, "epochs": epochs, "target_ratio_at_least": 1.0}

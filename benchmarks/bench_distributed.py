@@ -47,8 +47,10 @@ def _child(quick: bool) -> dict:
     width, batch = (256, 256) if quick else (1024, 1024)
     steps = 10 if quick else 30
     rng = np.random.default_rng(0)
-    data = [(lf.tensor(rng.standard_normal((batch, width)).astype(np.float32)),
-             lf.tensor(rng.integers(0, 10, batch))) for _ in range(4)]
+    data = [
+        (lf.tensor(rng.standard_normal((batch, width)).astype(np.float32)), lf.tensor(rng.integers(0, 10, batch)))
+        for _ in range(4)
+    ]
 
     class Step(nn.Graph):
         def __init__(self, m, o):
@@ -64,8 +66,7 @@ def _child(quick: bool) -> dict:
     losses = {}
     for mode in ("single", "data_parallel", "shard_parameters"):
         lf.manual_seed(0)
-        m = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
-                          nn.Linear(width, 10))
+        m = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
         st = Step(m, lf.optim.Adam(m.parameters(), lr=1e-3))
         if mode != "single":
             st.config.data_parallel(mesh, "data")
@@ -93,7 +94,7 @@ def _child(quick: bool) -> dict:
     arrays = {f"w{i}": rng.standard_normal((rows, cols)).astype(np.float32) for i in range(n)}
     sharded = {k: D.shard(lf.tensor(v), mesh, ("data", None)) for k, v in arrays.items()}
     target = NamedSharding(mesh, P("data", None))
-    mb = sum(v.nbytes for v in arrays.values()) / 2 ** 20
+    mb = sum(v.nbytes for v in arrays.values()) / 2**20
     root = tempfile.mkdtemp(prefix="lf-bench-dist-")
     reps = 3 if quick else 5
 
@@ -109,7 +110,8 @@ def _child(quick: bool) -> dict:
         p_sh, p_g = os.path.join(root, "sharded"), os.path.join(root, "gathered")
         out["ckpt"]["save_sharded"] = timed(lambda: lf.save(sharded, p_sh))
         out["ckpt"]["save_gathered"] = timed(
-            lambda: lf.save({k: lf.tensor(np.asarray(v.jax())) for k, v in sharded.items()}, p_g))
+            lambda: lf.save({k: lf.tensor(np.asarray(v.jax())) for k, v in sharded.items()}, p_g)
+        )
 
         def load_sharded():
             got = lf.load(p_sh, sharding=target)
@@ -144,22 +146,56 @@ def run(quick: bool = False) -> list[dict]:
         raise RuntimeError(f"bench_distributed child failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     res = json.loads(p.stdout.strip().splitlines()[-1])
     s, c = res["steps"], res["ckpt"]
-    note_s = (f"{res['step_config']}; max rel. loss diff vs one device {res['rel_diff_10']:.1e} over the first 10 "
-              f"steps, {res['rel_diff_all']:.1e} over all; 8 virtual devices on {os.cpu_count()} cores: no speed-up "
-              "expected")
+    note_s = (
+        f"{res['step_config']}; max rel. loss diff vs one device {res['rel_diff_10']:.1e} over the first 10 "
+        f"steps, {res['rel_diff_all']:.1e} over all; 8 virtual devices on {os.cpu_count()} cores: no speed-up "
+        "expected"
+    )
     rows = [
-        {"case": "train step, data_parallel(8)", "versus": "one device", "lf": s["data_parallel"],
-         "ref": s["single"], "note": note_s},
-        {"case": "train step, shard_parameters(8)", "versus": "one device", "lf": s["shard_parameters"],
-         "ref": s["single"], "note": note_s},
-        {"case": "save, sharded (shard by shard)", "versus": "gather + save unsharded", "lf": c["save_sharded"],
-         "ref": c["save_gathered"], "note": res["ckpt_config"]},
-        {"case": "load onto the mesh", "versus": "load on one device + shard", "lf": c["load_sharded"],
-         "ref": c["load_gathered"], "note": res["ckpt_config"]},
+        {
+            "case": "train step, data_parallel(8)",
+            "versus": "one device",
+            "lf": s["data_parallel"],
+            "ref": s["single"],
+            "note": note_s,
+        },
+        {
+            "case": "train step, shard_parameters(8)",
+            "versus": "one device",
+            "lf": s["shard_parameters"],
+            "ref": s["single"],
+            "note": note_s,
+        },
+        {
+            "case": "save, sharded (shard by shard)",
+            "versus": "gather + save unsharded",
+            "lf": c["save_sharded"],
+            "ref": c["save_gathered"],
+            "note": res["ckpt_config"],
+        },
+        {
+            "case": "load onto the mesh",
+            "versus": "load on one device + shard",
+            "lf": c["load_sharded"],
+            "ref": c["load_gathered"],
+            "note": res["ckpt_config"],
+        },
     ]
-    print(table([[r["case"], r["versus"], f"{r['lf'] * 1e3:.2f} ms", f"{r['ref'] * 1e3:.2f} ms",
-                  f"{r['lf'] / r['ref']:.2f}x"] for r in rows],
-                ["case", "versus", "distributed", "reference", "ratio"]))
+    print(
+        table(
+            [
+                [
+                    r["case"],
+                    r["versus"],
+                    f"{r['lf'] * 1e3:.2f} ms",
+                    f"{r['ref'] * 1e3:.2f} ms",
+                    f"{r['lf'] / r['ref']:.2f}x",
+                ]
+                for r in rows
+            ],
+            ["case", "versus", "distributed", "reference", "ratio"],
+        )
+    )
     print(note_s)
     print(res["ckpt_config"])
     return rows

@@ -69,8 +69,14 @@ def bench_setitem(quick: bool) -> dict:
         tv[i] = to
     torch_total = time.perf_counter() - t0
     assert float(vectors.sum().item()) == total
-    return dict(total=total, first_chunk=chunks[0], last_chunk=chunks[-2] if len(chunks) > 1 else chunks[-1],
-                lf_total=lf_total, torch_total=torch_total, entries=lf.eager.cache_info().currsize)
+    return dict(
+        total=total,
+        first_chunk=chunks[0],
+        last_chunk=chunks[-2] if len(chunks) > 1 else chunks[-1],
+        lf_total=lf_total,
+        torch_total=torch_total,
+        entries=lf.eager.cache_info().currsize,
+    )
 
 
 def bench_mlp_step(quick: bool) -> list[dict]:
@@ -114,18 +120,41 @@ def bench_mlp_step(quick: bool) -> list[dict]:
 def run(quick: bool = False) -> dict:
     rows = bench_dispatch(quick)
     print("Per-op dispatch on a cache hit (16x16 float32), median per call")
-    print(table([(r["op"], fmt_us(r["lazyflow"]), fmt_us(r["jit"]), fmt_us(r["jnp"]), fmt_us(r["torch"]),
-                  f"{r['lazyflow'] / r['jit']:.2f}x", f"{r['lazyflow'] / r['jnp']:.2f}x",
-                  f"{r['lazyflow'] / r['torch']:.2f}x") for r in rows],
-                ["op", "lazyflow", "bare jax.jit", "jnp eager", "torch", "lf/jit", "lf/jnp", "lf/torch"]))
+    print(
+        table(
+            [
+                (
+                    r["op"],
+                    fmt_us(r["lazyflow"]),
+                    fmt_us(r["jit"]),
+                    fmt_us(r["jnp"]),
+                    fmt_us(r["torch"]),
+                    f"{r['lazyflow'] / r['jit']:.2f}x",
+                    f"{r['lazyflow'] / r['jnp']:.2f}x",
+                    f"{r['lazyflow'] / r['torch']:.2f}x",
+                )
+                for r in rows
+            ],
+            ["op", "lazyflow", "bare jax.jit", "jnp eager", "torch", "lf/jit", "lf/jnp", "lf/torch"],
+        )
+    )
     mlp = bench_mlp_step(quick)
     print("\nEager MLP 784-256-10 training step (forward, backward, SGD step), median")
-    print(table([(r["batch"], fmt_us(r["lazyflow"]), fmt_us(r["torch"]), f"{r['lazyflow'] / r['torch']:.2f}x")
-                 for r in mlp], ["batch", "lazyflow", "torch", "lf/torch"]))
+    print(
+        table(
+            [
+                (r["batch"], fmt_us(r["lazyflow"]), fmt_us(r["torch"]), f"{r['lazyflow'] / r['torch']:.2f}x")
+                for r in mlp
+            ],
+            ["batch", "lazyflow", "torch", "lf/torch"],
+        )
+    )
     s = bench_setitem(quick)
-    print(f"\nsetitem loop, {s['total']} updates: first 10k chunk {s['first_chunk'] * 1e3:.1f} ms, last "
-          f"{s['last_chunk'] * 1e3:.1f} ms (last/first {s['last_chunk'] / s['first_chunk']:.2f}x); total "
-          f"{s['lf_total']:.2f} s vs torch {s['torch_total']:.2f} s ({s['lf_total'] / s['torch_total']:.2f}x)")
+    print(
+        f"\nsetitem loop, {s['total']} updates: first 10k chunk {s['first_chunk'] * 1e3:.1f} ms, last "
+        f"{s['last_chunk'] * 1e3:.1f} ms (last/first {s['last_chunk'] / s['first_chunk']:.2f}x); total "
+        f"{s['lf_total']:.2f} s vs torch {s['torch_total']:.2f} s ({s['lf_total'] / s['torch_total']:.2f}x)"
+    )
     return dict(dispatch=rows, mlp_step=mlp, setitem=s)
 
 

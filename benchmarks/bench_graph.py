@@ -42,8 +42,11 @@ def _torch_step(name, xs, ys, opt_name):
 
     torch.manual_seed(0)
     m = build(torch.nn, name)
-    opt = (torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) if opt_name == "sgd"
-           else torch.optim.AdamW(m.parameters(), lr=1e-4))
+    opt = (
+        torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+        if opt_name == "sgd"
+        else torch.optim.AdamW(m.parameters(), lr=1e-4)
+    )
     x, y = torch.from_numpy(xs), torch.from_numpy(ys)
 
     def step(model=m):
@@ -61,8 +64,11 @@ def _lf_steps(name, xs, ys, opt_name):
 
     lf.manual_seed(0)
     m = build(lf.nn, name)
-    mk = (lambda p: lf.optim.SGD(p, lr=0.01, momentum=0.9)) if opt_name == "sgd" else (
-        lambda p: lf.optim.AdamW(p, lr=1e-4))
+    mk = (
+        (lambda p: lf.optim.SGD(p, lr=0.01, momentum=0.9))
+        if opt_name == "sgd"
+        else (lambda p: lf.optim.AdamW(p, lr=1e-4))
+    )
     opt = mk(m.parameters())
     x, y = lf.tensor(xs), lf.tensor(ys)
     F = lf.nn.functional
@@ -102,10 +108,12 @@ def _jax_mlp_step(xs, ys):
     import jax.numpy as jnp
 
     rng = np.random.default_rng(0)
-    params = {"w1": jnp.asarray(rng.standard_normal((256, 784)).astype(np.float32) * 0.03),
-              "b1": jnp.zeros(256, jnp.float32),
-              "w2": jnp.asarray(rng.standard_normal((10, 256)).astype(np.float32) * 0.06),
-              "b2": jnp.zeros(10, jnp.float32)}
+    params = {
+        "w1": jnp.asarray(rng.standard_normal((256, 784)).astype(np.float32) * 0.03),
+        "b1": jnp.zeros(256, jnp.float32),
+        "w2": jnp.asarray(rng.standard_normal((10, 256)).astype(np.float32) * 0.06),
+        "b2": jnp.zeros(10, jnp.float32),
+    }
     mom = jax.tree_util.tree_map(jnp.zeros_like, params)
 
     def loss_fn(p, x, y):
@@ -175,19 +183,45 @@ def run(quick: bool = False, only=None, with_torch_compile: bool = True) -> list
     out = []
     for r in rows:
         t = r["torch"]
-        out.append((r["case"], fmt_ms(t), fmt_ms(r.get("lf_eager", float("nan"))), fmt_ms(r["lf_graph"]),
-                    fmt_ms(r.get("jax_jit", float("nan"))), f"{t / r['lf_graph']:.2f}x",
-                    f"{t / r.get('lf_eager', float('nan')):.2f}x",
-                    f"{r['lf_graph'] / r['jax_jit']:.2f}x" if "jax_jit" in r else "-"))
+        out.append(
+            (
+                r["case"],
+                fmt_ms(t),
+                fmt_ms(r.get("lf_eager", float("nan"))),
+                fmt_ms(r["lf_graph"]),
+                fmt_ms(r.get("jax_jit", float("nan"))),
+                f"{t / r['lf_graph']:.2f}x",
+                f"{t / r.get('lf_eager', float('nan')):.2f}x",
+                f"{r['lf_graph'] / r['jax_jit']:.2f}x" if "jax_jit" in r else "-",
+            )
+        )
     print("Training step, median time (speed-up = torch eager time / lazyflow time)")
-    print(table(out, ["case", "torch eager", "lf eager", "lf Graph", "jax.jit", "Graph speed-up", "eager speed-up",
-                      "Graph/jax.jit"]))
+    print(
+        table(
+            out,
+            [
+                "case",
+                "torch eager",
+                "lf eager",
+                "lf Graph",
+                "jax.jit",
+                "Graph speed-up",
+                "eager speed-up",
+                "Graph/jax.jit",
+            ],
+        )
+    )
     for r in rows:
         if "jax_jit_compile_s" in r:
-            print(f"{r['case']}: first Graph call {r['lf_graph_first_call_s']:.2f} s (trace+compile+run) vs jax.jit "
-                  f"compile {r['jax_jit_compile_s']:.2f} s" + (
-                      f" vs torch.compile first call {r['torch_compile_first_call_s']:.2f} s"
-                      if "torch_compile_first_call_s" in r else ""))
+            print(
+                f"{r['case']}: first Graph call {r['lf_graph_first_call_s']:.2f} s (trace+compile+run) vs jax.jit "
+                f"compile {r['jax_jit_compile_s']:.2f} s"
+                + (
+                    f" vs torch.compile first call {r['torch_compile_first_call_s']:.2f} s"
+                    if "torch_compile_first_call_s" in r
+                    else ""
+                )
+            )
     return rows
 
 

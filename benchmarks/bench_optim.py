@@ -29,9 +29,17 @@ def resnet50_shapes() -> list[tuple[int, ...]]:
     inplanes = 64
     for planes, blocks in zip((64, 128, 256, 512), (3, 4, 6, 3)):
         for b in range(blocks):
-            shapes += [(planes, inplanes, 1, 1), (planes,), (planes,),
-                       (planes, planes, 3, 3), (planes,), (planes,),
-                       (planes * 4, planes, 1, 1), (planes * 4,), (planes * 4,)]
+            shapes += [
+                (planes, inplanes, 1, 1),
+                (planes,),
+                (planes,),
+                (planes, planes, 3, 3),
+                (planes,),
+                (planes,),
+                (planes * 4, planes, 1, 1),
+                (planes * 4,),
+                (planes * 4,),
+            ]
             if b == 0:  # downsample: conv + bn
                 shapes += [(planes * 4, inplanes, 1, 1), (planes * 4,), (planes * 4,)]
             inplanes = planes * 4
@@ -105,21 +113,43 @@ def run(quick: bool = False) -> dict:
             ts_times.append(_median_step(ts.step, lambda: None, max(1, repeat // 3)))
         foreach = {t: statistics.median(v) for t, v in tf_times.items()}
         best = min(foreach, key=foreach.get)
-        row = {"case": f"{name}({', '.join(f'{k}={v}' for k, v in kwargs.items())}) step, ResNet-50 params",
-               "lf": statistics.median(lf_times), "torch_foreach": foreach[best], "torch_foreach_threads": best,
-               "torch_foreach_1_thread": foreach[1], "torch_foreach_2_threads": foreach[2],
-               "torch_single": statistics.median(ts_times), "lf_first_step": first}
+        row = {
+            "case": f"{name}({', '.join(f'{k}={v}' for k, v in kwargs.items())}) step, ResNet-50 params",
+            "lf": statistics.median(lf_times),
+            "torch_foreach": foreach[best],
+            "torch_foreach_threads": best,
+            "torch_foreach_1_thread": foreach[1],
+            "torch_foreach_2_threads": foreach[2],
+            "torch_single": statistics.median(ts_times),
+            "lf_first_step": first,
+        }
         row["ratio"] = row["lf"] / row["torch_foreach"]
         cases.append(row)
         del lo, lp, tf, ts, tp, sync
-    rows = [(c["case"], f"{c['lf'] * 1e3:.1f} ms",
-             f"{c['torch_foreach'] * 1e3:.1f} ms ({c['torch_foreach_threads']} thr)",
-             f"{c['torch_single'] * 1e3:.1f} ms", f"{c['ratio']:.2f}x", f"{c['lf_first_step']:.2f} s") for c in cases]
-    print(table(rows, ["case", "lazyflow", "torch foreach", "torch single-tensor", "lf / foreach",
-                       "lf first step (compile)"]))
+    rows = [
+        (
+            c["case"],
+            f"{c['lf'] * 1e3:.1f} ms",
+            f"{c['torch_foreach'] * 1e3:.1f} ms ({c['torch_foreach_threads']} thr)",
+            f"{c['torch_single'] * 1e3:.1f} ms",
+            f"{c['ratio']:.2f}x",
+            f"{c['lf_first_step']:.2f} s",
+        )
+        for c in cases
+    ]
+    print(
+        table(
+            rows,
+            ["case", "lazyflow", "torch foreach", "torch single-tensor", "lf / foreach", "lf first step (compile)"],
+        )
+    )
     print("(target: lf / torch foreach <= 1.0x; medians of per-step times)")
-    return {"cases": cases, "num_params": len(shapes), "numel": int(sum(np.prod(s) for s in shapes)),
-            "target_ratio_at_most": 1.0}
+    return {
+        "cases": cases,
+        "num_params": len(shapes),
+        "numel": int(sum(np.prod(s) for s in shapes)),
+        "target_ratio_at_most": 1.0,
+    }
 
 
 def _main() -> None:

@@ -75,8 +75,9 @@ def _ppid(pid: int) -> int:
 def measure(library: str, script: str, limit: float = 30.0) -> float:
     """Seconds from SIGKILL of the main process until its workers (and their fork server) are gone."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
-    proc = subprocess.Popen([sys.executable, script, library], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, script, library], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
     procs: list[int] = []
     try:
         report = json.loads(proc.stdout.readline())
@@ -118,11 +119,23 @@ def run(quick: bool = False) -> list[dict]:
             for library in times:
                 times[library].append(measure(library, script))
     lf_s, torch_s = statistics.median(times["lazyflow"]), statistics.median(times["torch"])
-    print(table([(lib, ", ".join(f"{t:.2f}" for t in ts), f"{statistics.median(ts):.2f}") for lib, ts in times.items()],
-                ["library", "seconds until the workers are gone (each kill)", "median"]))
-    return [{"case": "DataLoader workers gone after SIGKILL of the main process", "versus": "torch DataLoader",
-             "lf": lf_s, "ref": torch_s, "target": 1.0, "target_text": "<= 1.00x (#17)",
-             "note": f"2 idle persistent + 2 busy workers; median of {repeat}"}]
+    print(
+        table(
+            [(lib, ", ".join(f"{t:.2f}" for t in ts), f"{statistics.median(ts):.2f}") for lib, ts in times.items()],
+            ["library", "seconds until the workers are gone (each kill)", "median"],
+        )
+    )
+    return [
+        {
+            "case": "DataLoader workers gone after SIGKILL of the main process",
+            "versus": "torch DataLoader",
+            "lf": lf_s,
+            "ref": torch_s,
+            "target": 1.0,
+            "target_text": "<= 1.00x (#17)",
+            "note": f"2 idle persistent + 2 busy workers; median of {repeat}",
+        }
+    ]
 
 
 def _main() -> None:

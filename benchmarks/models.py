@@ -13,9 +13,15 @@ def mlp(nn):
 def small_cnn(nn):
     """Two Conv-BN-ReLU blocks, a pool and a Linear classifier, for 32x32x3 inputs."""
     return nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-        nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
-        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(64 * 16 * 16, 10),
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(64 * 16 * 16, 10),
     )
 
 
@@ -94,8 +100,10 @@ def _resnet(nn, block, layers, num_classes=1000):
         def _make(self, planes, n, stride=1):
             down = None
             if stride != 1 or self.inplanes != planes * B.expansion:
-                down = nn.Sequential(nn.Conv2d(self.inplanes, planes * B.expansion, 1, stride, bias=False),
-                                     nn.BatchNorm2d(planes * B.expansion))
+                down = nn.Sequential(
+                    nn.Conv2d(self.inplanes, planes * B.expansion, 1, stride, bias=False),
+                    nn.BatchNorm2d(planes * B.expansion),
+                )
             blocks = [B(self.inplanes, planes, stride, down)]
             self.inplanes = planes * B.expansion
             blocks += [B(self.inplanes, planes) for _ in range(1, n)]
@@ -117,8 +125,7 @@ def resnet50(nn):
     return _resnet(nn, "bottleneck", [3, 4, 6, 3])
 
 
-MODELS = {"mlp": mlp, "small_cnn": small_cnn, "transformer": transformer, "resnet18": resnet18,
-          "resnet50": resnet50}
+MODELS = {"mlp": mlp, "small_cnn": small_cnn, "transformer": transformer, "resnet18": resnet18, "resnet50": resnet50}
 
 
 def build(nn, name):

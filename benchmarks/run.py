@@ -47,16 +47,26 @@ EXPECTED = ("eager", "graph", "optim", "dataloader", "checkpoint", "conv")
 
 def discover_modules() -> tuple[str, ...]:
     """The expected modules (a missing one is reported as FAILED), then every other ``bench_*.py``, then disk."""
-    found = {f[len("bench_"):-len(".py")] for f in os.listdir(os.path.join(ROOT, "benchmarks"))
-             if f.startswith("bench_") and f.endswith(".py")}
+    found = {
+        f[len("bench_") : -len(".py")]
+        for f in os.listdir(os.path.join(ROOT, "benchmarks"))
+        if f.startswith("bench_") and f.endswith(".py")
+    }
     return (*EXPECTED, *sorted(found - set(EXPECTED)), "disk")
 
 
 MODULES = discover_modules()
 DEFAULT_MD = os.path.join(ROOT, "BENCHMARKS.md")
 DEFAULT_PLOT = os.path.join(ROOT, "benchmarks", "ratios.png")
-DISTS = {"python": None, "jax": "jax", "jaxlib": "jaxlib", "torch": "torch", "numpy": "numpy",
-         "orbax": "orbax-checkpoint", "lazyflow": "lazyflow"}
+DISTS = {
+    "python": None,
+    "jax": "jax",
+    "jaxlib": "jaxlib",
+    "torch": "torch",
+    "numpy": "numpy",
+    "orbax": "orbax-checkpoint",
+    "lazyflow": "lazyflow",
+}
 
 
 @dataclass
@@ -145,7 +155,7 @@ def _child(name: str, quick: bool, cases: list[str] | None, result_path: str) ->
             print(report(result))
         out["result"] = _plain(result)
         return 0
-    except BaseException as e:  # noqa: BLE001  report anything, including SystemExit/KeyboardInterrupt
+    except BaseException as e:
         out["error"] = "".join(traceback.format_exception_only(type(e), e)).strip()
         out["traceback"] = traceback.format_exc()
         traceback.print_exc()
@@ -164,8 +174,11 @@ def bench_disk(quick: bool) -> dict:
     try:
         for _ in range(repeat):
             t0 = time.perf_counter()
-            subprocess.run(["dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={mb}", "conv=fdatasync"],
-                           check=True, capture_output=True)
+            subprocess.run(
+                ["dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={mb}", "conv=fdatasync"],
+                check=True,
+                capture_output=True,
+            )
             writes.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             with open(path, "rb") as f:
@@ -178,8 +191,10 @@ def bench_disk(quick: bool) -> dict:
             os.remove(path)
         os.rmdir(d)
     w, r = statistics.median(writes), statistics.median(reads)
-    print(f"disk: dd {mb} MB conv=fdatasync {mb / 1024 / w:.2f} GB/s (median of {repeat}); "
-          f"read back (page cache) {mb / 1024 / r:.2f} GB/s")
+    print(
+        f"disk: dd {mb} MB conv=fdatasync {mb / 1024 / w:.2f} GB/s (median of {repeat}); "
+        f"read back (page cache) {mb / 1024 / r:.2f} GB/s"
+    )
     return {"bytes": mb << 20, "write_s": w, "read_s": r, "write_gbps": mb / 1024 / w, "read_gbps": mb / 1024 / r}
 
 
@@ -190,15 +205,34 @@ def _adapt_eager(res) -> list[Row]:
     rows = []
     for r in res.get("dispatch", []):
         case = f"dispatch {r['op']} (16x16, cache hit)"
-        rows += [Row("eager", case, "bare jax.jit", r["lazyflow"], r["jit"], 1.25, "<= 1.25x (#2)"),
-                 Row("eager", case, "jnp eager", r["lazyflow"], r["jnp"], 1.0, "< 1.00x, faster (#2)"),
-                 Row("eager", case, "torch eager", r["lazyflow"], r["torch"])]
+        rows += [
+            Row("eager", case, "bare jax.jit", r["lazyflow"], r["jit"], 1.25, "<= 1.25x (#2)"),
+            Row("eager", case, "jnp eager", r["lazyflow"], r["jnp"], 1.0, "< 1.00x, faster (#2)"),
+            Row("eager", case, "torch eager", r["lazyflow"], r["torch"]),
+        ]
     s = res.get("setitem")
     if s:
-        rows += [Row("eager", "setitem loop: last 10k chunk", "first 10k chunk", s["last_chunk"], s["first_chunk"],
-                     1.2, "<= 1.2x (#2)"),
-                 Row("eager", f"setitem loop: {s['total']} updates", "torch eager", s["lf_total"], s["torch_total"],
-                     5.0, "<= 5x (#2)", note=f"{s['lf_total'] / s['total'] * 1e6:.1f} us/update")]
+        rows += [
+            Row(
+                "eager",
+                "setitem loop: last 10k chunk",
+                "first 10k chunk",
+                s["last_chunk"],
+                s["first_chunk"],
+                1.2,
+                "<= 1.2x (#2)",
+            ),
+            Row(
+                "eager",
+                f"setitem loop: {s['total']} updates",
+                "torch eager",
+                s["lf_total"],
+                s["torch_total"],
+                5.0,
+                "<= 5x (#2)",
+                note=f"{s['lf_total'] / s['total'] * 1e6:.1f} us/update",
+            ),
+        ]
     return rows
 
 
@@ -222,24 +256,53 @@ def _adapt_graph(res) -> list[Row]:
     for r in res:
         case = r["case"]
         g_bound, g_text, e_bound, e_text = _graph_targets(case)
-        rows.append(Row("graph", f"{case} step, lf.nn.Graph", "torch eager", r.get("lf_graph"), r.get("torch"),
-                        g_bound, g_text))
+        rows.append(
+            Row("graph", f"{case} step, lf.nn.Graph", "torch eager", r.get("lf_graph"), r.get("torch"), g_bound, g_text)
+        )
         if "torch_compile" in r:
             rows.append(Row("graph", f"{case} step, lf.nn.Graph", "torch.compile", r["lf_graph"], r["torch_compile"]))
         if "jax_jit" in r:
-            rows.append(Row("graph", f"{case} step, lf.nn.Graph", "hand-written jax.jit", r["lf_graph"], r["jax_jit"],
-                            1.1, "<= 1.1x (#4)"))
+            rows.append(
+                Row(
+                    "graph",
+                    f"{case} step, lf.nn.Graph",
+                    "hand-written jax.jit",
+                    r["lf_graph"],
+                    r["jax_jit"],
+                    1.1,
+                    "<= 1.1x (#4)",
+                )
+            )
         if "lf_eager" in r:
-            rows.append(Row("graph", f"{case} step, lf eager", "torch eager", r["lf_eager"], r.get("torch"),
-                            e_bound, e_text))
+            rows.append(
+                Row("graph", f"{case} step, lf eager", "torch eager", r["lf_eager"], r.get("torch"), e_bound, e_text)
+            )
             if "torch_compile" in r:
                 rows.append(Row("graph", f"{case} step, lf eager", "torch.compile", r["lf_eager"], r["torch_compile"]))
         if "lf_graph_first_call_s" in r and "jax_jit_compile_s" in r:
-            rows.append(Row("graph", f"{case} first Graph call (compile)", "jax.jit compile",
-                            r["lf_graph_first_call_s"], r["jax_jit_compile_s"], 1.2, "<= 1.2x (#4)"))
+            rows.append(
+                Row(
+                    "graph",
+                    f"{case} first Graph call (compile)",
+                    "jax.jit compile",
+                    r["lf_graph_first_call_s"],
+                    r["jax_jit_compile_s"],
+                    1.2,
+                    "<= 1.2x (#4)",
+                )
+            )
         if "lf_graph_first_call_s" in r and "torch_compile_first_call_s" in r:
-            rows.append(Row("graph", f"{case} first Graph call (compile)", "torch.compile first call",
-                            r["lf_graph_first_call_s"], r["torch_compile_first_call_s"], 1.0, "< 1.00x (#4)"))
+            rows.append(
+                Row(
+                    "graph",
+                    f"{case} first Graph call (compile)",
+                    "torch.compile first call",
+                    r["lf_graph_first_call_s"],
+                    r["torch_compile_first_call_s"],
+                    1.0,
+                    "< 1.00x (#4)",
+                )
+            )
     return rows
 
 
@@ -248,19 +311,45 @@ def _adapt_checkpoint(res) -> list[Row]:
     r = res.get("resnet50_sgd")
     if r:
         case = "ResNet-50 + SGD-momentum state: save + load"
-        note = (f"save {_fmt_time(r['lf_save'])} vs {_fmt_time(r['torch_save'])}, "
-                f"load {_fmt_time(r['lf_load'])} vs {_fmt_time(r['torch_load'])}")
-        rows.append(Row("checkpoint", case, "torch.save + torch.load", r["lf_save"] + r["lf_load"],
-                        r["torch_save"] + r["torch_load"], r.get("target", 1.0),
-                        f"<= {r.get('target', 1.0):g}x (#5)", note))
+        note = (
+            f"save {_fmt_time(r['lf_save'])} vs {_fmt_time(r['torch_save'])}, "
+            f"load {_fmt_time(r['lf_load'])} vs {_fmt_time(r['torch_load'])}"
+        )
+        rows.append(
+            Row(
+                "checkpoint",
+                case,
+                "torch.save + torch.load",
+                r["lf_save"] + r["lf_load"],
+                r["torch_save"] + r["torch_load"],
+                r.get("target", 1.0),
+                f"<= {r.get('target', 1.0):g}x (#5)",
+                note,
+            )
+        )
         if "orbax_save" in r:
-            rows.append(Row("checkpoint", case, "raw orbax StandardCheckpointer", r["lf_save"] + r["lf_load"],
-                            r["orbax_save"] + r["orbax_load"]))
+            rows.append(
+                Row(
+                    "checkpoint",
+                    case,
+                    "raw orbax StandardCheckpointer",
+                    r["lf_save"] + r["lf_load"],
+                    r["orbax_save"] + r["orbax_load"],
+                )
+            )
     s = res.get("small_1000")
     if s:
-        rows.append(Row("checkpoint", "1000 small tensors: save + load", "torch.save + torch.load",
-                        s["lf_save"] + s["lf_load"], s["torch_save"] + s["torch_load"], s.get("target", 2.0),
-                        f"<= {s.get('target', 2.0):g}x (#5)"))
+        rows.append(
+            Row(
+                "checkpoint",
+                "1000 small tensors: save + load",
+                "torch.save + torch.load",
+                s["lf_save"] + s["lf_load"],
+                s["torch_save"] + s["torch_load"],
+                s.get("target", 2.0),
+                f"<= {s.get('target', 2.0):g}x (#5)",
+            )
+        )
     b = res.get("big_400mb")
     if b:
         n = b["nbytes"]
@@ -268,18 +357,42 @@ def _adapt_checkpoint(res) -> list[Row]:
         save_t = b.get("save_target", 0.8)
         load_bw = b.get("load_target", 1e9)
         rows += [
-            Row("checkpoint", f"{mb}: save", "dd conv=fdatasync (same bytes)", b["lf_save"], n / b["dd_fdatasync_bw"],
-                1 / save_t, f">= {save_t:g}x dd bandwidth: <= {1 / save_t:.2f}x (#5)",
-                f"{n / b['lf_save'] / 1e9:.2f} GB/s vs dd {b['dd_fdatasync_bw'] / 1e9:.2f} GB/s"),
+            Row(
+                "checkpoint",
+                f"{mb}: save",
+                "dd conv=fdatasync (same bytes)",
+                b["lf_save"],
+                n / b["dd_fdatasync_bw"],
+                1 / save_t,
+                f">= {save_t:g}x dd bandwidth: <= {1 / save_t:.2f}x (#5)",
+                f"{n / b['lf_save'] / 1e9:.2f} GB/s vs dd {b['dd_fdatasync_bw'] / 1e9:.2f} GB/s",
+            ),
             Row("checkpoint", f"{mb}: save", "torch.save", b["lf_save"], b["torch_save"]),
-            Row("checkpoint", f"{mb}: load", f"{load_bw / 1e9:g} GB/s", b["lf_load"], n / load_bw, 1.0,
-                f">= {load_bw / 1e9:g} GB/s: <= 1.00x (#5)", f"{n / b['lf_load'] / 1e9:.2f} GB/s"),
+            Row(
+                "checkpoint",
+                f"{mb}: load",
+                f"{load_bw / 1e9:g} GB/s",
+                b["lf_load"],
+                n / load_bw,
+                1.0,
+                f">= {load_bw / 1e9:g} GB/s: <= 1.00x (#5)",
+                f"{n / b['lf_load'] / 1e9:.2f} GB/s",
+            ),
             Row("checkpoint", f"{mb}: load", "torch.load", b["lf_load"], b["torch_load"]),
         ]
     a = res.get("async_save")
     if a:
-        rows.append(Row("checkpoint", "async save: time the call blocks", "synchronous lf.save", a["blocking"],
-                        a["sync_save"], a.get("target", 0.1), f"<= {a.get('target', 0.1):g}x (#5)"))
+        rows.append(
+            Row(
+                "checkpoint",
+                "async save: time the call blocks",
+                "synchronous lf.save",
+                a["blocking"],
+                a["sync_save"],
+                a.get("target", 0.1),
+                f"<= {a.get('target', 0.1):g}x (#5)",
+            )
+        )
     return rows
 
 
@@ -288,29 +401,62 @@ def _adapt_dataloader(res) -> list[Row]:
     rows = []
     for c in res["cases"]:
         lf_rate, t_rate = c["lf_samples_per_s"], c["torch_samples_per_s"]
-        rows.append(Row("dataloader", f"DataLoader {c['case']}: time per sample", "torch DataLoader",
-                        1 / lf_rate if lf_rate else None, 1 / t_rate if t_rate else None, 1 / at_least,
-                        f">= {at_least:g}x torch's samples/s: <= {1 / at_least:.2f}x (#3)",
-                        f"{lf_rate:.0f} vs {t_rate:.0f} samples/s"))
+        rows.append(
+            Row(
+                "dataloader",
+                f"DataLoader {c['case']}: time per sample",
+                "torch DataLoader",
+                1 / lf_rate if lf_rate else None,
+                1 / t_rate if t_rate else None,
+                1 / at_least,
+                f">= {at_least:g}x torch's samples/s: <= {1 / at_least:.2f}x (#3)",
+                f"{lf_rate:.0f} vs {t_rate:.0f} samples/s",
+            )
+        )
         if "lf_first_batch_s" in c:
-            rows.append(Row("dataloader", f"DataLoader {c['case']}: first batch (worker start)",
-                            "torch DataLoader", c["lf_first_batch_s"], c["torch_first_batch_s"]))
+            rows.append(
+                Row(
+                    "dataloader",
+                    f"DataLoader {c['case']}: first batch (worker start)",
+                    "torch DataLoader",
+                    c["lf_first_batch_s"],
+                    c["torch_first_batch_s"],
+                )
+            )
     return rows
 
 
 def _adapt_optim(res) -> list[Row]:
     rows = []
     for c in res["cases"]:
-        rows.append(Row("optim", c["case"], "torch foreach", c["lf"], c["torch_foreach"], 1.0, "<= 1.00x (#3)",
-                        f"first step (compile) {_fmt_time(c.get('lf_first_step'))}"))
+        rows.append(
+            Row(
+                "optim",
+                c["case"],
+                "torch foreach",
+                c["lf"],
+                c["torch_foreach"],
+                1.0,
+                "<= 1.00x (#3)",
+                f"first step (compile) {_fmt_time(c.get('lf_first_step'))}",
+            )
+        )
         if "torch_single" in c:
             rows.append(Row("optim", c["case"], "torch single-tensor (CPU default)", c["lf"], c["torch_single"]))
     return rows
 
 
 def _adapt_disk(res) -> list[Row]:
-    return [Row("disk", f"dd {res['bytes'] >> 20} MB conv=fdatasync", "", None, None,
-                note=f"write {res['write_gbps']:.2f} GB/s, read back {res['read_gbps']:.2f} GB/s")]
+    return [
+        Row(
+            "disk",
+            f"dd {res['bytes'] >> 20} MB conv=fdatasync",
+            "",
+            None,
+            None,
+            note=f"write {res['write_gbps']:.2f} GB/s, read back {res['read_gbps']:.2f} GB/s",
+        )
+    ]
 
 
 _LF_KEY = re.compile(r"^(lf|lazyflow)(_|$)", re.I)
@@ -320,13 +466,27 @@ _LABEL_KEYS = ("case", "name", "op", "what", "label", "kind", "test")
 
 
 def _is_rows(res) -> bool:
-    return isinstance(res, list) and bool(res) and all(
-        isinstance(r, dict) and "versus" in r and "lf" in r and "ref" in r for r in res)
+    return (
+        isinstance(res, list)
+        and bool(res)
+        and all(isinstance(r, dict) and "versus" in r and "lf" in r and "ref" in r for r in res)
+    )
 
 
 def _adapt_rows(name: str, res) -> list[Row]:
-    return [Row(name, str(r.get("case", "")), str(r["versus"]), _num(r["lf"]), _num(r["ref"]),
-                _num(r.get("target")), str(r.get("target_text", "")), str(r.get("note", ""))) for r in res]
+    return [
+        Row(
+            name,
+            str(r.get("case", "")),
+            str(r["versus"]),
+            _num(r["lf"]),
+            _num(r["ref"]),
+            _num(r.get("target")),
+            str(r.get("target_text", "")),
+            str(r.get("note", "")),
+        )
+        for r in res
+    ]
 
 
 def _num(v) -> float | None:
@@ -370,8 +530,14 @@ def _adapt_generic(name: str, res) -> list[Row]:
     return rows or [Row(name, "(no ratio recognized in the result)", note="see the module's output below")]
 
 
-ADAPTERS = {"eager": _adapt_eager, "graph": _adapt_graph, "checkpoint": _adapt_checkpoint,
-            "dataloader": _adapt_dataloader, "optim": _adapt_optim, "disk": _adapt_disk}
+ADAPTERS = {
+    "eager": _adapt_eager,
+    "graph": _adapt_graph,
+    "checkpoint": _adapt_checkpoint,
+    "dataloader": _adapt_dataloader,
+    "optim": _adapt_optim,
+    "disk": _adapt_disk,
+}
 
 
 def adapt(name: str, res) -> list[Row]:
@@ -382,7 +548,7 @@ def adapt(name: str, res) -> list[Row]:
         if name in ADAPTERS:
             return ADAPTERS[name](res)
         return _adapt_generic(name, res)
-    except Exception as e:  # noqa: BLE001  a shape mismatch must not end the suite
+    except Exception as e:
         rows = _adapt_generic(name, res)
         rows.append(Row(name, "adapter", note=f"result not in the expected shape ({type(e).__name__}: {e})"))
         return rows
@@ -398,8 +564,11 @@ def _run_module(name: str, quick: bool, cases, timeout, verbose: bool) -> tuple[
     cmd = [sys.executable, "-m", "benchmarks.run", "--child", name, "--result", result_path]
     cmd += ["--quick"] if quick else []
     cmd += ["--cases", "+".join(cases)] if cases else []
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(
-        p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    env = dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p),
+    )
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     timed_out = threading.Event()
@@ -453,9 +622,17 @@ def _fmt_time(s: float | None) -> str:
 
 def _cells(r: Row) -> list[str]:
     ratio = r.ratio
-    return [r.bench, r.case, r.versus or "-", _fmt_time(r.lf), _fmt_time(r.ref),
-            f"{ratio:.2f}x" if ratio is not None else "-", r.target or "-", r.met,
-            r.error or r.note or ""]
+    return [
+        r.bench,
+        r.case,
+        r.versus or "-",
+        _fmt_time(r.lf),
+        _fmt_time(r.ref),
+        f"{ratio:.2f}x" if ratio is not None else "-",
+        r.target or "-",
+        r.met,
+        r.error or r.note or "",
+    ]
 
 
 HEADERS = ["benchmark", "case", "versus", "lazyflow", "reference", "ratio", "target", "met", "note"]
@@ -493,7 +670,7 @@ def machine_info() -> dict:
     try:
         with open("/proc/meminfo") as f:
             kb = int(next(line for line in f if line.startswith("MemTotal")).split()[1])
-        ram = f"{kb / 1024 ** 2:.1f} GiB"
+        ram = f"{kb / 1024**2:.1f} GiB"
     except (OSError, StopIteration, ValueError):
         pass
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -507,14 +684,21 @@ def machine_info() -> dict:
         except metadata.PackageNotFoundError:
             versions[key] = "not installed"
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
         if commit:
             versions["lazyflow"] += f" (git {commit})"
     except (OSError, subprocess.SubprocessError):
         pass
-    return {"cpu": model, "cores": os.cpu_count(), "usable_cores": usable, "ram": ram,
-            "os": f"{platform.system()} {platform.release()}", "versions": versions}
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "usable_cores": usable,
+        "ram": ram,
+        "os": f"{platform.system()} {platform.release()}",
+        "versions": versions,
+    }
 
 
 def _short(text: str, n: int) -> str:
@@ -552,33 +736,54 @@ def save_plot(rows: list[Row], path: str) -> bool:
     return True
 
 
-def write_markdown(path: str, rows: list[Row], outputs: dict, info: dict, command: str, quick: bool,
-                   plot: str | None, started: datetime.datetime, elapsed: float) -> None:
+def write_markdown(
+    path: str,
+    rows: list[Row],
+    outputs: dict,
+    info: dict,
+    command: str,
+    quick: bool,
+    plot: str | None,
+    started: datetime.datetime,
+    elapsed: float,
+) -> None:
     """Rewrite BENCHMARKS.md: command, machine, versions, date, the table with targets, each module's output."""
     v = info["versions"]
     targets = [r for r in rows if r.met in ("yes", "NO")]
     met = sum(r.met == "yes" for r in targets)
     failed = [r for r in rows if r.error]
     parts = [
-        "# Benchmarks", "",
+        "# Benchmarks",
+        "",
         f"Generated by `{command}` on {started:%Y-%m-%d %H:%M} (local time), in {elapsed:.0f} s. Rerun the command "
-        "to refresh this file; do not edit it by hand.", "",
+        "to refresh this file; do not edit it by hand.",
+        "",
     ]
     if quick:
         parts += ["> **Quick (smoke) run**: few repeats and reduced cases; the numbers are not meaningful.", ""]
     parts += [
-        "## Machine", "",
+        "## Machine",
+        "",
         f"- CPU: {info['cpu']}, {info['cores']} cores ({info['usable_cores']} usable by this process)",
         f"- RAM: {info['ram']}",
-        f"- OS: {info['os']}", "",
-        "## Versions", "",
-        "| " + " | ".join(v) + " |", "|" + "---|" * len(v), "| " + " | ".join(v.values()) + " |", "",
-        "## Ratios", "",
+        f"- OS: {info['os']}",
+        "",
+        "## Versions",
+        "",
+        "| " + " | ".join(v) + " |",
+        "|" + "---|" * len(v),
+        "| " + " | ".join(v.values()) + " |",
+        "",
+        "## Ratios",
+        "",
         "`ratio` = lazyflow's time / the reference's time for the same work, medians over repeats measured in the "
         "same run (below 1.00x lazyflow is faster). Throughputs and bandwidths are compared as times for the "
-        "same amount of work. `target` is the bound set by the issue named in brackets.", "",
+        "same amount of work. `target` is the bound set by the issue named in brackets.",
+        "",
         f"**{met} of {len(targets)} targets met**" + (f"; {len(failed)} benchmark(s) failed" if failed else "") + ".",
-        "", _markdown_table(rows), "",
+        "",
+        _markdown_table(rows),
+        "",
     ]
     if plot:
         parts += [f"![ratios]({os.path.relpath(plot, os.path.dirname(os.path.abspath(path)))})", ""]
@@ -637,8 +842,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\nratio = lazyflow time / reference time (below 1.00x: lazyflow faster); medians over repeats\n")
     print(format_table(rows))
     targets = [r for r in rows if r.met in ("yes", "NO")]
-    print(f"\n{sum(r.met == 'yes' for r in targets)} of {len(targets)} targets met; "
-          f"{sum(bool(r.error) for r in rows)} benchmark(s) failed; {elapsed:.0f} s")
+    print(
+        f"\n{sum(r.met == 'yes' for r in targets)} of {len(targets)} targets met; "
+        f"{sum(bool(r.error) for r in rows)} benchmark(s) failed; {elapsed:.0f} s"
+    )
     if not a.no_write:
         for p in (a.md, a.plot):
             os.makedirs(os.path.dirname(os.path.abspath(p)), exist_ok=True)

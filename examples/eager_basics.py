@@ -49,15 +49,15 @@ def promotion() -> dict:
 def autograd() -> dict:
     section("autograd")
     x = lf.tensor([1.0, 2.0, 3.0], requires_grad=True)
-    y = (x ** 2).sum()
+    y = (x**2).sum()
     y.backward()
     print("d/dx sum(x^2) at", x.tolist(), "=", x.grad.tolist())
-    (g,) = lf.autograd.grad((x ** 3).sum(), x)
+    (g,) = lf.autograd.grad((x**3).sum(), x)
     print("lf.autograd.grad(sum(x^3), x) =", g.tolist())
     with lf.no_grad():
         z = x * 2
     print("under lf.no_grad(): (x * 2).requires_grad =", z.requires_grad)
-    (gg,) = lf.autograd.grad(lf.autograd.grad((x ** 3).sum(), x, create_graph=True)[0].sum(), x)
+    (gg,) = lf.autograd.grad(lf.autograd.grad((x**3).sum(), x, create_graph=True)[0].sum(), x)
     print("second derivative of sum(x^3) =", gg.tolist())
     return {"grad": x.grad.tolist(), "grad3": g.tolist(), "second": gg.tolist(), "no_grad": z.requires_grad}
 
@@ -79,8 +79,10 @@ def inplace(n: int) -> dict:
     for k in range(100):
         a * float(k)  # the scalar's value is an operand, not part of the key
     after = lf.eager.cache_info()
-    print(f"100 x (a * k) with a different scalar each time: +{after.hits - before.hits} hits, "
-          f"+{after.misses - before.misses} misses")
+    print(
+        f"100 x (a * k) with a different scalar each time: +{after.hits - before.hits} hits, "
+        f"+{after.misses - before.misses} misses"
+    )
 
     v, x = lf.zeros(n, 4), lf.ones(4)
     before = lf.eager.cache_info()
@@ -88,11 +90,18 @@ def inplace(n: int) -> dict:
         v[i] = x
     after = lf.eager.cache_info()
     entries = after.currsize - before.currsize
-    print(f"loop v[i] = x over {n} rows: {entries} new cache entr{'y' if entries == 1 else 'ies'}, "
-          f"+{after.hits - before.hits} hits, +{after.misses - before.misses} misses; v.sum() = {v.sum().item():g}")
+    print(
+        f"loop v[i] = x over {n} rows: {entries} new cache entr{'y' if entries == 1 else 'ies'}, "
+        f"+{after.hits - before.hits} hits, +{after.misses - before.misses} misses; v.sum() = {v.sum().item():g}"
+    )
     print("lf.eager.cache_info() =", after)
-    return {"loop_new_entries": entries, "loop_hits": after.hits - before.hits,
-            "loop_misses": after.misses - before.misses, "v_sum": float(v.sum().item()), "w": w.tolist()}
+    return {
+        "loop_new_entries": entries,
+        "loop_hits": after.hits - before.hits,
+        "loop_misses": after.misses - before.misses,
+        "v_sum": float(v.sum().item()),
+        "w": w.tolist(),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:

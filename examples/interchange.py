@@ -102,8 +102,10 @@ def torch_compile_demo() -> dict | None:
     keys = list(compiled.state_dict())
     print("torch.compile(model).state_dict() keys:", keys[:3], "...")
     out = {"keys": keys, "plain_keys": list(plain.state_dict())}
-    for label, dst, src in (("compiled.load_state_dict(plain.state_dict())", compiled, plain),
-                            ("plain.load_state_dict(compiled.state_dict())", plain, compiled)):
+    for label, dst, src in (
+        ("compiled.load_state_dict(plain.state_dict())", compiled, plain),
+        ("plain.load_state_dict(compiled.state_dict())", plain, compiled),
+    ):
         try:
             dst.load_state_dict(src.state_dict())
             out[label] = None
@@ -153,31 +155,43 @@ def _walkthrough(a) -> dict:
     compiled = lf.compile(m_comp)
     m_graph, o_graph, _ = resume(ckpt)
     step = TrainStep(m_graph, o_graph)
-    cont = {"eager": eager_steps(m_eager, o_eager, x, y, a.steps),
-            "compiled": eager_steps(compiled, o_comp, x, y, a.steps),
-            "graph": graph_steps(step, x, y, a.steps)}
+    cont = {
+        "eager": eager_steps(m_eager, o_eager, x, y, a.steps),
+        "compiled": eager_steps(compiled, o_comp, x, y, a.steps),
+        "graph": graph_steps(step, x, y, a.steps),
+    }
     for k, v in cont.items():
         print(f"{k + ' losses:':16s} {fmt(v)}")
     gap = max(abs(p - q) / max(abs(p), 1e-12) for p, q in zip(cont["eager"], cont["graph"] + cont["compiled"]))
     print(f"largest relative difference from the eager continuation: {gap:.2e}")
 
     print("\n== 3. state_dict keys across modes ==")
-    keys = {"eager": list(m_eager.state_dict()), "compiled": list(compiled.state_dict()),
-            "graph": list(step.model.state_dict())}
+    keys = {
+        "eager": list(m_eager.state_dict()),
+        "compiled": list(compiled.state_dict()),
+        "graph": list(step.model.state_dict()),
+    }
     print("keys:", keys["eager"])
     same = keys["eager"] == keys["compiled"] == keys["graph"]
     print("identical (and in the same order) for eager / lf.compile / lf.nn.Graph:", same)
     saved = {}
-    for mode, (m, o) in {"eager": (m_eager, o_eager), "compiled": (compiled, o_comp),
-                         "graph": (m_graph, o_graph)}.items():
+    for mode, (m, o) in {
+        "eager": (m_eager, o_eager),
+        "compiled": (compiled, o_comp),
+        "graph": (m_graph, o_graph),
+    }.items():
         path = os.path.join(a.out, f"after_{mode}")
         lf.save({"model": m.state_dict(), "optim": o.state_dict()}, path)
         saved[mode] = [(k, i.shape, str(i.dtype)) for k, i in lf.checkpoint.inspect(path).items()]
     print("checkpoint tensors (lf.checkpoint.inspect):", [k for k, _, _ in saved["eager"]][:4], "...")
-    print("each mode's checkpoint lists the same keys, shapes and dtypes:",
-          saved["eager"] == saved["compiled"] == saved["graph"])
-    opt_keys = {mode: sorted(o.state_dict()["state"]) for mode, o in
-                (("eager", o_eager), ("compiled", o_comp), ("graph", o_graph))}
+    print(
+        "each mode's checkpoint lists the same keys, shapes and dtypes:",
+        saved["eager"] == saved["compiled"] == saved["graph"],
+    )
+    opt_keys = {
+        mode: sorted(o.state_dict()["state"])
+        for mode, o in (("eager", o_eager), ("compiled", o_comp), ("graph", o_graph))
+    }
 
     prefixed = {"_orig_mod." + k: v for k, v in m_eager.state_dict().items()}
     with warnings.catch_warnings(record=True) as caught:
@@ -187,8 +201,15 @@ def _walkthrough(a) -> dict:
     for w in caught:
         print("  warning:", w.message)
 
-    out = {"before": before, "continued": cont, "keys": keys, "checkpoint_keys": saved, "optim_state_keys": opt_keys,
-           "prefixed_load": result, "torch": torch_compile_demo()}
+    out = {
+        "before": before,
+        "continued": cont,
+        "keys": keys,
+        "checkpoint_keys": saved,
+        "optim_state_keys": opt_keys,
+        "prefixed_load": result,
+        "torch": torch_compile_demo(),
+    }
     return out
 
 

@@ -31,9 +31,15 @@ def make_model(nn_mod=nn) -> nn.Module:
     checkpoints against it.
     """
     return nn_mod.Sequential(
-        nn_mod.Conv2d(1, 16, 3, padding=1), nn_mod.BatchNorm2d(16), nn_mod.ReLU(),
-        nn_mod.Conv2d(16, 32, 3, padding=1), nn_mod.BatchNorm2d(32), nn_mod.ReLU(),
-        nn_mod.MaxPool2d(2), nn_mod.Flatten(), nn_mod.Linear(32 * 4 * 4, 10),
+        nn_mod.Conv2d(1, 16, 3, padding=1),
+        nn_mod.BatchNorm2d(16),
+        nn_mod.ReLU(),
+        nn_mod.Conv2d(16, 32, 3, padding=1),
+        nn_mod.BatchNorm2d(32),
+        nn_mod.ReLU(),
+        nn_mod.MaxPool2d(2),
+        nn_mod.Flatten(),
+        nn_mod.Linear(32 * 4 * 4, 10),
     )
 
 
@@ -65,8 +71,8 @@ def evaluate(model_fn, x_test, y_test, batch: int = 512) -> float:
     correct = 0
     with lf.no_grad():
         for i in range(0, len(x_test), batch):
-            logits = model_fn(lf.tensor(x_test[i:i + batch]))
-            correct += int((logits.argmax(1).numpy() == y_test[i:i + batch]).sum())
+            logits = model_fn(lf.tensor(x_test[i : i + batch]))
+            correct += int((logits.argmax(1).numpy() == y_test[i : i + batch]).sum())
     return correct / len(x_test)
 
 
@@ -98,8 +104,11 @@ def train_epochs(mode, model, opt, loader, x_test, y_test, epochs, start_epoch, 
         model.eval()
         acc = evaluate(evaluator, x_test, y_test)
         hist.append({"epoch": epoch + 1, "mode": mode, "loss": float(np.mean(losses)), "acc": acc})
-        print(f"epoch {epoch + 1:2d} [{mode:5s}] loss {np.mean(losses):.4f}  test acc {acc:.4f}  "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+        print(
+            f"epoch {epoch + 1:2d} [{mode:5s}] loss {np.mean(losses):.4f}  test acc {acc:.4f}  "
+            f"({time.perf_counter() - t0:.1f} s)",
+            flush=True,
+        )
     return hist
 
 
@@ -120,8 +129,15 @@ def save_plot(hist, path):
     for a, b in zip(hist, hist[1:]):
         if a["mode"] != b["mode"]:
             ax1.axvline(a["epoch"] + 0.5, color="gray", ls="--")
-            ax1.text(a["epoch"] + 0.55, 0.5, f"{a['mode']} -> {b['mode']}", color="gray", rotation=90,
-                     va="center", transform=ax1.get_xaxis_transform())  # x in data, y in axes coordinates
+            ax1.text(
+                a["epoch"] + 0.55,
+                0.5,
+                f"{a['mode']} -> {b['mode']}",
+                color="gray",
+                rotation=90,
+                va="center",
+                transform=ax1.get_xaxis_transform(),
+            )  # x in data, y in axes coordinates
     ax1.set_title("lazyflow: digits CNN")
     fig.tight_layout()
     fig.savefig(path)
@@ -144,8 +160,9 @@ def main(argv=None) -> dict:
     lf.manual_seed(a.seed)
     x_train, x_test, y_train, y_test = load_data(a.seed)
     ds = TensorDataset(lf.tensor(x_train), lf.tensor(y_train))
-    loader = DataLoader(ds, batch_size=a.batch_size, shuffle=True, drop_last=True,
-                        generator=lf.Generator().manual_seed(a.seed))
+    loader = DataLoader(
+        ds, batch_size=a.batch_size, shuffle=True, drop_last=True, generator=lf.Generator().manual_seed(a.seed)
+    )
     model = make_model()
     opt = lf.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=1e-4)
     hist, start = [], 0
@@ -155,8 +172,11 @@ def main(argv=None) -> dict:
         opt.load_state_dict(ck["optim"])
         hist, start = list(ck["history"]), int(ck["epoch"])
         print(f"resumed from {a.resume} at epoch {start}")
-    plan = {"eager": [("eager", a.epochs)], "graph": [("graph", a.epochs)],
-            "both": [("eager", a.epochs // 2), ("graph", a.epochs - a.epochs // 2)]}[a.mode]
+    plan = {
+        "eager": [("eager", a.epochs)],
+        "graph": [("graph", a.epochs)],
+        "both": [("eager", a.epochs // 2), ("graph", a.epochs - a.epochs // 2)],
+    }[a.mode]
     progress = not a.no_progress and sys.stderr.isatty()
     checkpoints = []
     try:
@@ -169,12 +189,12 @@ def main(argv=None) -> dict:
                 model.load_state_dict(ck["model"])
                 opt.load_state_dict(ck["optim"])
                 print(f"resumed from {checkpoints[-1]} in {mode} mode")
-            hist = train_epochs(mode, model, opt, loader, x_test, y_test, n, start, hist, progress=progress,
-                                quick=a.quick)
+            hist = train_epochs(
+                mode, model, opt, loader, x_test, y_test, n, start, hist, progress=progress, quick=a.quick
+            )
             start += n
             path = os.path.join(a.out, f"ckpt_{mode}")
-            lf.save({"model": model.state_dict(), "optim": opt.state_dict(), "epoch": start, "history": hist},
-                    path)
+            lf.save({"model": model.state_dict(), "optim": opt.state_dict(), "epoch": start, "history": hist}, path)
             checkpoints.append(path)
     except KeyboardInterrupt:
         path = os.path.join(a.out, "interrupted")

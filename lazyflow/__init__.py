@@ -6,28 +6,92 @@ Importing lazyflow switches on JAX's ``jax_enable_x64`` and switches off CPU asy
 """
 # Import order matters here (process configuration first, then the eager interpreter); isort is off for this file.
 
-from ._core import config as _config  # noqa: F401
+from ._core import config as _config
 from ._core.device import Device, device
 from ._core.dtypes import (
-    DType, bfloat16, bool_, double, float, float16, float32, float64, get_default_dtype, half, int, int8, int16,
-    int32, int64, long, promote_types, set_default_dtype, short, uint8,
+    DType,
+    bfloat16,
+    bool_,
+    double,
+    float,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    half,
+    int,
+    int8,
+    int16,
+    int32,
+    int64,
+    long,
+    promote_types,
+    set_default_dtype,
+    short,
+    uint8,
 )
 from ._core.errors import (
-    ArgumentError, AutogradError, CheckpointError, CheckpointUnpicklingError, CheckpointWriteError, DeviceError,
-    DTypeError, GraphError, IndexOutOfRangeError, LazyflowError, OpError, ShapeError, ValueRangeError,
+    ArgumentError,
+    AutogradError,
+    CheckpointError,
+    CheckpointUnpicklingError,
+    CheckpointWriteError,
+    DeviceError,
+    DTypeError,
+    GraphError,
+    IndexOutOfRangeError,
+    LazyflowError,
+    OpError,
+    ShapeError,
+    ValueRangeError,
 )
 from ._tensor import Tensor, from_jax
 from . import eager  # installs the eager interpreter
-from . import _methods  # noqa: F401
+from . import _methods
 from ._creation import (
-    Generator, arange, as_tensor, bernoulli, default_generator, empty, empty_like, eye, from_numpy, full,
-    full_like, get_rng_state, initial_seed, linspace, manual_seed, multinomial, normal, ones, ones_like, rand,
-    rand_like, randint, randint_like, randn, randn_like, randperm, seed, set_rng_state, tensor, zeros,
+    Generator,
+    arange,
+    as_tensor,
+    bernoulli,
+    default_generator,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    get_rng_state,
+    initial_seed,
+    linspace,
+    manual_seed,
+    multinomial,
+    normal,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    randperm,
+    seed,
+    set_rng_state,
+    tensor,
+    zeros,
     zeros_like,
 )
-from ._functional import *  # noqa: F403  (every op; the list is _functional.__all__)
+from ._functional import *
 from ._legacy import (
-    BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor,
+    BFloat16Tensor,
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
     ShortTensor,
 )
 from . import autograd
@@ -42,7 +106,7 @@ nn.Graph = _Graph  # lf.nn.Graph (defined in lazyflow.graph: it sits above nn an
 from . import checkpoint
 from .checkpoint import load, save
 
-bool = bool_  # noqa: A001  torch's name; the builtin stays reachable as builtins.bool
+bool = bool_
 
 __version__ = "0.1.0"
 

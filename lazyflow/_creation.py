@@ -20,13 +20,40 @@ from ._tensor import Tensor, _make, _to_device, _Tracer
 from .ops.table import REGISTRY as R
 
 __all__ = [
-    "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty", "arange", "linspace", "eye",
-    "zeros_like", "ones_like", "full_like", "empty_like", "rand", "randn", "randint", "randperm",
-    "rand_like", "randn_like", "randint_like", "normal", "bernoulli", "multinomial", "Generator",
-    "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state",
+    "tensor",
+    "as_tensor",
+    "from_numpy",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "arange",
+    "linspace",
+    "eye",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "empty_like",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "normal",
+    "bernoulli",
+    "multinomial",
+    "Generator",
+    "default_generator",
+    "manual_seed",
+    "seed",
+    "initial_seed",
+    "get_rng_state",
+    "set_rng_state",
 ]
 
-_apply = lambda op, args, statics=(): state.interp.apply(op, args, statics)  # noqa: E731
+_apply = lambda op, args, statics=(): state.interp.apply(op, args, statics)
 
 
 def _shape(size) -> tuple:
@@ -41,8 +68,10 @@ def _shape(size) -> tuple:
         except TypeError:
             s = None
         if s is None:
-            raise ArgumentError(f"size must be a tuple of ints, but found element of type {type(size[i]).__name__} "
-                                f"at pos {i} (got {size!r})")
+            raise ArgumentError(
+                f"size must be a tuple of ints, but found element of type {type(size[i]).__name__} "
+                f"at pos {i} (got {size!r})"
+            )
         if s < 0:
             raise ShapeError(f"sizes must be non-negative integers, got negative dimension {s} in {list(size)}")
         out.append(s)
@@ -107,8 +136,11 @@ def _fdtype(dtype):
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of shape ``size`` filled with ``fill_value``."""
     if dtype is None:
-        dtype = D.result_type(type(fill_value)) if isinstance(fill_value, (builtins.int, builtins.float,
-                                                                          builtins.bool)) else None
+        dtype = (
+            D.result_type(type(fill_value))
+            if isinstance(fill_value, (builtins.int, builtins.float, builtins.bool))
+            else None
+        )
     d = _fdtype(dtype)
     d.to_jax()
     t = _apply(R["full"], (fill_value,), (_shape((size,) if isinstance(size, int) else (size,)), d))
@@ -144,26 +176,26 @@ def _like(t, dtype):
     return t.dtype if dtype is None else D.to_dtype(dtype)
 
 
-def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Zeros with ``input``'s shape, and its dtype and device unless given."""
     return zeros(input.shape, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad)
 
 
-def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Ones with ``input``'s shape, and its dtype and device unless given."""
     return ones(input.shape, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad)
 
 
-def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """:func:`empty` with ``input``'s shape (zeros: XLA has no uninitialised buffers)."""
     return zeros_like(input, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def full_like(input: Tensor, fill_value, *, dtype=None, device=None,  # noqa: A002
-              requires_grad: bool = False) -> Tensor:
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """``fill_value`` in ``input``'s shape, and its dtype and device unless given."""
-    return full(input.shape, fill_value, dtype=_like(input, dtype), device=device or _dev(input),
-                requires_grad=requires_grad)
+    return full(
+        input.shape, fill_value, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad
+    )
 
 
 def _dev(t):
@@ -200,8 +232,9 @@ def arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_gr
     if not all(math.isfinite(v) for v in vals):
         raise OpError(f"arange: unsupported range {start} -> {end} (step {step}): start, end and step must be finite")
     if (end - start) * step < 0:
-        raise OpError(f"arange: upper bound and larger bound inconsistent with step sign (start={start}, "
-                      f"end={end}, step={step})")
+        raise OpError(
+            f"arange: upper bound and larger bound inconsistent with step sign (start={start}, end={end}, step={step})"
+        )
     if dtype is None:
         dtype = D.get_default_dtype() if any(isinstance(v, builtins.float) for v in vals) else D.default_int()
     d = D.to_dtype(dtype)
@@ -261,9 +294,9 @@ class Generator:
             OpError: a seed outside that range.
         """
         seed = int(seed)
-        if not -(2 ** 63) <= seed < 2 ** 64:
+        if not -(2**63) <= seed < 2**64:
             raise OpError(f"manual_seed: seed must be within [-2**63, 2**64), got {seed}")
-        self._seed = seed % 2 ** 64
+        self._seed = seed % 2**64
         self._offset = 0
         return self
 
@@ -376,8 +409,9 @@ def randn(*args, size=None, generator=None, dtype=None, device=None, requires_gr
     return _finish(t, device, requires_grad)
 
 
-def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
-            requires_grad: bool = False) -> Tensor:
+def randint(
+    low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     """Integers uniform on ``[low, high)``: ``randint(high, size)``, ``randint(low, high, size)`` or
     ``randint(high=high, size=size)``.
 
@@ -417,32 +451,49 @@ def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: 
     return _finish(_apply(R["randperm"], _gen(generator)._next(), (int(n), d)), device, requires_grad)
 
 
-def rand_like(input: Tensor, *, generator=None, dtype=None, device=None,
-              requires_grad: bool = False) -> Tensor:
+def rand_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """:func:`rand` with ``input``'s shape (and dtype and device unless given)."""
-    return rand(input.shape, generator=generator, dtype=_like(input, dtype), device=device or _dev(input),
-                requires_grad=requires_grad)
+    return rand(
+        input.shape,
+        generator=generator,
+        dtype=_like(input, dtype),
+        device=device or _dev(input),
+        requires_grad=requires_grad,
+    )
 
 
-def randn_like(input: Tensor, *, generator=None, dtype=None, device=None,
-               requires_grad: bool = False) -> Tensor:
+def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """:func:`randn` with ``input``'s shape (and dtype and device unless given)."""
-    return randn(input.shape, generator=generator, dtype=_like(input, dtype), device=device or _dev(input),
-                 requires_grad=requires_grad)
+    return randn(
+        input.shape,
+        generator=generator,
+        dtype=_like(input, dtype),
+        device=device or _dev(input),
+        requires_grad=requires_grad,
+    )
 
 
-def randint_like(input: Tensor, low=0, high=None, *, generator=None, dtype=None, device=None,
-                 requires_grad: bool = False) -> Tensor:
+def randint_like(
+    input: Tensor, low=0, high=None, *, generator=None, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     """:func:`randint` with ``input``'s shape (and dtype and device unless given): ``randint_like(x, high)`` or
     ``randint_like(x, low, high)``."""
     if high is None:
         low, high = 0, low
-    return randint(low, high, input.shape, generator=generator, dtype=_like(input, dtype),
-                   device=device or _dev(input), requires_grad=requires_grad)
+    return randint(
+        low,
+        high,
+        input.shape,
+        generator=generator,
+        dtype=_like(input, dtype),
+        device=device or _dev(input),
+        requires_grad=requires_grad,
+    )
 
 
-def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
-           requires_grad: bool = False) -> Tensor:
+def normal(
+    mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     """Normal samples: scalar ``mean``/``std`` with ``size``, or tensor ``mean``/``std`` (broadcast).
 
     As in torch, no gradient flows back into tensor ``mean``/``std``.
@@ -466,12 +517,11 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     if std < 0:
         raise OpError(f"normal expects std >= 0.0, got std={std}")
     d = _float_dtype(dtype, "normal")
-    t = _apply(R["normal"], (*_gen(generator)._next(), builtins.float(mean), builtins.float(std)),
-               (_shape((size,)), d))
+    t = _apply(R["normal"], (*_gen(generator)._next(), builtins.float(mean), builtins.float(std)), (_shape((size,)), d))
     return _finish(t, device, requires_grad)
 
 
-def bernoulli(input: Tensor, p: float | None = None, *, generator=None) -> Tensor:  # noqa: A002
+def bernoulli(input: Tensor, p: float | None = None, *, generator=None) -> Tensor:
     """0/1 samples, 1 with probability ``input`` (elementwise), or with a scalar ``p`` in input's shape.
 
     Returns:
@@ -479,15 +529,14 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator=None) -> Tenso
     Raises:
         DTypeError: non-floating probabilities.
     """
-    input = as_tensor(input)  # noqa: A001
+    input = as_tensor(input)
     probs = input if p is None else full(input.shape, builtins.float(p), dtype=input.dtype)
     if not probs.dtype.is_floating_point:
         raise DTypeError(f"bernoulli expects floating probabilities, got {probs.dtype}")
     return _apply(R["bernoulli"], (*_gen(generator)._next(), probs.detach()))
 
 
-def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,  # noqa: A002
-                generator=None) -> Tensor:
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:
     """Sample category indices (int64) from the non-negative weight rows of ``input`` (need not sum to 1).
 
     Args:
@@ -499,7 +548,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,  
         OpError: more samples than categories without replacement, or negative/non-finite/all-zero weights
             (checked in eager mode).
     """
-    input = as_tensor(input)  # noqa: A001
+    input = as_tensor(input)
     if input.ndim not in (1, 2):
         raise ShapeError(f"multinomial expects a 1-D or 2-D probability tensor, got shape {list(input.shape)}")
     if not input.dtype.is_floating_point:
@@ -507,12 +556,13 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,  
     if num_samples <= 0:
         raise OpError(f"multinomial: num_samples must be positive, got {num_samples}")
     if not replacement and num_samples > input.shape[-1]:
-        raise OpError(f"multinomial: cannot sample {num_samples} > {input.shape[-1]} categories "
-                      "without replacement")
+        raise OpError(f"multinomial: cannot sample {num_samples} > {input.shape[-1]} categories without replacement")
     if not isinstance(input._value, _Tracer):
         w = np.asarray(input._value, np.float64)
         if not np.all(np.isfinite(w)) or np.any(w < 0) or np.any(w.sum(-1) <= 0):
-            raise OpError("multinomial: probability weights must be finite, non-negative and have a positive "
-                          "sum per row")
-    return _apply(R["multinomial"], (*_gen(generator)._next(), input.detach()),
-                  (int(num_samples), builtins.bool(replacement)))
+            raise OpError(
+                "multinomial: probability weights must be finite, non-negative and have a positive sum per row"
+            )
+    return _apply(
+        R["multinomial"], (*_gen(generator)._next(), input.detach()), (int(num_samples), builtins.bool(replacement))
+    )

@@ -30,8 +30,9 @@ def convert_all(args):
 
 
 def _describe(args):
-    return ", ".join(f"Tensor(shape={list(a.shape)}, dtype={a.dtype.name})" if isinstance(a, Tensor) else repr(a)
-                     for a in args)
+    return ", ".join(
+        f"Tensor(shape={list(a.shape)}, dtype={a.dtype.name})" if isinstance(a, Tensor) else repr(a) for a in args
+    )
 
 
 _OPERAND_TYPES = frozenset({builtins.int, builtins.float, builtins.bool, builtins.complex})
@@ -98,8 +99,13 @@ def record(entry, args, res, multi):
         check = [e and n_edges > 1 for e in edge]
     else:
         check = [False] * len(edge)
-    node = Node(entry, inputs, tuple(a._version if c else None for a, c in zip(args, check)), len(outs),
-                tuple(i for i, e in enumerate(edge) if e))
+    node = Node(
+        entry,
+        inputs,
+        tuple(a._version if c else None for a, c in zip(args, check)),
+        len(outs),
+        tuple(i for i, e in enumerate(edge) if e),
+    )
     for i, t in enumerate(outs):
         if t._meta[1].is_floating_point:
             t._rg = True
@@ -135,8 +141,9 @@ class OpRecord:
         diff = self.diff if diff is None else diff
         o = self._bwd_op.get(diff)
         if o is None:
-            o = self._bwd_op[diff] = OpDef(f"{self.op.name}_backward",
-                                           backward_fn(self.op, self.statics, self.descs, diff), dtypes="none")
+            o = self._bwd_op[diff] = OpDef(
+                f"{self.op.name}_backward", backward_fn(self.op, self.statics, self.descs, diff), dtypes="none"
+            )
         return o
 
 
@@ -144,7 +151,8 @@ def check_inplace(op, target, grad_on):
     if grad_on and target._rg and target._node is None:
         raise AutogradError(
             f"a leaf Variable that requires grad is being used in an in-place operation ({op.name}_); wrap it "
-            "in `with lf.no_grad():` or operate on a clone")
+            "in `with lf.no_grad():` or operate on a clone"
+        )
 
 
 def snapshot(target):
@@ -157,13 +165,15 @@ def snapshot(target):
 def inplace_result(op, target, out, meta):
     """Validate and cast an in-place result to the target's shape/dtype; returns ``(value, meta)``."""
     if meta[0] != target._meta[0]:
-        raise ShapeError(f"{op.name}_: output with shape {list(target.shape)} doesn't match the broadcast "
-                         f"shape {list(meta[0])}")
+        raise ShapeError(
+            f"{op.name}_: output with shape {list(target.shape)} doesn't match the broadcast shape {list(meta[0])}"
+        )
     if meta[1] is not target._meta[1]:
         if target._meta[1].is_floating_point or not (meta[1].is_floating_point or target._meta[1].name == "bool"):
             return out.astype(target._meta[1].np), (meta[0], target._meta[1], meta[2])
-        raise DTypeError(f"{op.name}_: result type {meta[1].name} can't be cast to the desired output type "
-                         f"{target.dtype.name}")
+        raise DTypeError(
+            f"{op.name}_: result type {meta[1].name} can't be cast to the desired output type {target.dtype.name}"
+        )
     return out, meta
 
 

@@ -58,8 +58,11 @@ def _parse_index(t, idx, for_set):
             arr = np.asarray(it)
             items.append(("m" if arr.dtype == np.bool_ else "a", arr))
             continue
-        if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor) and it.ndim > 0) or (
-                isinstance(it, Tensor) and it.dtype is D.bool_):
+        if (
+            isinstance(it, (list, np.ndarray))
+            or (isinstance(it, Tensor) and it.ndim > 0)
+            or (isinstance(it, Tensor) and it.dtype is D.bool_)
+        ):
             it = _make(owned_array(it, copy=False)) if not isinstance(it, Tensor) else it
             if it.dtype is D.bool_:
                 # a boolean mask covers it.ndim dims; becomes integer indices (data-dependent: eager only)
@@ -78,18 +81,23 @@ def _parse_index(t, idx, for_set):
         elif it is None or isinstance(it, (slice, type(Ellipsis))):
             items.append(("x", it))
         else:
-            raise IndexError(f"unsupported index {it!r} of type {type(it).__name__}: use ints, slices, None, "
-                             "..., bool masks or integer tensors/lists")
-    n_consuming = builtins.sum(it.ndim if k == "m" else 1 for k, it in items
-                               if not (k == "x" and (it is None or it is Ellipsis)))
+            raise IndexError(
+                f"unsupported index {it!r} of type {type(it).__name__}: use ints, slices, None, "
+                "..., bool masks or integer tensors/lists"
+            )
+    n_consuming = builtins.sum(
+        it.ndim if k == "m" else 1 for k, it in items if not (k == "x" and (it is None or it is Ellipsis))
+    )
     n_ell = builtins.sum(1 for k, it in items if k == "x" and it is Ellipsis)
     if n_ell > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if n_consuming > len(shape):
-        raise IndexOutOfRangeError(f"too many indices for tensor of dimension {len(shape)} "
-                                   f"(got {n_consuming} indices for shape {shape})")
-    dynamic_ok = all(k == "int" or (k == "x" and (it is None or it is Ellipsis or it.step in (None, 1)))
-                     for k, it in items)
+        raise IndexOutOfRangeError(
+            f"too many indices for tensor of dimension {len(shape)} (got {n_consuming} indices for shape {shape})"
+        )
+    dynamic_ok = all(
+        k == "int" or (k == "x" and (it is None or it is Ellipsis or it.step in (None, 1))) for k, it in items
+    )
     spec, dyn, axis = [], [], 0
     for k, it in items:
         if k == "x" and it is Ellipsis:
@@ -101,9 +109,11 @@ def _parse_index(t, idx, for_set):
             spec.append(("n",))
             continue
         if k == "m":
-            if tuple(shape[axis:axis + it.ndim]) != it.shape:
-                raise IndexOutOfRangeError(f"the shape of the mask {list(it.shape)} at index {axis} does not match "
-                                           f"the shape of the indexed tensor {list(shape)} at index {axis}")
+            if tuple(shape[axis : axis + it.ndim]) != it.shape:
+                raise IndexOutOfRangeError(
+                    f"the shape of the mask {list(it.shape)} at index {axis} does not match "
+                    f"the shape of the indexed tensor {list(shape)} at index {axis}"
+                )
             for z in np.nonzero(it):
                 spec.append(("t",))
                 dyn.append(_make(owned_array(z)))
@@ -112,8 +122,7 @@ def _parse_index(t, idx, for_set):
         size = shape[axis]
         if k == "int":
             if not -size <= it < size:
-                raise IndexOutOfRangeError(
-                    f"index {it} is out of bounds for dimension {axis} with size {size}")
+                raise IndexOutOfRangeError(f"index {it} is out of bounds for dimension {axis} with size {size}")
             it = it + size if it < 0 else it
             if dynamic_ok:
                 spec.append(("i",))
@@ -149,8 +158,9 @@ def _check_index_values(a, size, axis):
     a = np.asarray(a)
     lo, hi = builtins.int(a.min()), builtins.int(a.max())
     if lo < -size or hi >= size:
-        raise IndexOutOfRangeError(f"index {hi if hi >= size else lo} is out of bounds for dimension {axis} "
-                                   f"with size {size}")
+        raise IndexOutOfRangeError(
+            f"index {hi if hi >= size else lo} is out of bounds for dimension {axis} with size {size}"
+        )
 
 
 def _fold_squeeze(spec):

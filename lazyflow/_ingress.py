@@ -64,7 +64,7 @@ def infer_dtype(data):
 def _has_big_int(data) -> bool:
     if isinstance(data, (list, tuple)):
         return builtins.any(_has_big_int(x) for x in data)
-    return isinstance(data, builtins.int) and not -(2 ** 63) <= data < 2 ** 63
+    return isinstance(data, builtins.int) and not -(2**63) <= data < 2**63
 
 
 def _brief(data) -> str:
@@ -77,8 +77,10 @@ def _to_numpy(data):
         parts = [_to_numpy(x) for x in data]
         shapes = {p.shape for p in parts}
         if len(shapes) > 1:
-            raise ShapeError(f"tensor(): expected a rectangular nested sequence, got elements of shapes "
-                             f"{sorted(shapes, key=len)} at one level")
+            raise ShapeError(
+                f"tensor(): expected a rectangular nested sequence, got elements of shapes "
+                f"{sorted(shapes, key=len)} at one level"
+            )
         return np.array(parts) if parts else np.zeros((0,), np.float32)
     if isinstance(data, Tensor):
         _concrete(data, "tensor(<Tensor>) inside a list")
@@ -117,10 +119,15 @@ def array(data, dtype=None, device=None, *, copy: bool = True) -> jax.Array:
                 raise DTypeError(f"tensor(): cannot convert {type(data).__name__} to a tensor")
             d = D.to_dtype(arr.dtype)
     arr = _to_numpy(data)
-    if d.is_floating_point is False and not isinstance(data, (np.ndarray, np.generic)) and (
-            arr.dtype == np.uint64 or arr.dtype == object and _has_big_int(data)):
-        raise ValueRangeError(f"tensor(): a Python int in {_brief(data)} does not fit in int64 "
-                              "(Overflow when unpacking long, as in torch)")
+    if (
+        d.is_floating_point is False
+        and not isinstance(data, (np.ndarray, np.generic))
+        and (arr.dtype == np.uint64 or arr.dtype == object and _has_big_int(data))
+    ):
+        raise ValueRangeError(
+            f"tensor(): a Python int in {_brief(data)} does not fit in int64 "
+            "(Overflow when unpacking long, as in torch)"
+        )
     if arr.dtype == object or arr.dtype.kind in "USV":
         raise DTypeError(f"tensor(): cannot convert {type(data).__name__} (non-numeric) to a tensor")
     # always a private copy: JAX may alias a suitably aligned numpy buffer, which the caller can still mutate

@@ -18,8 +18,21 @@ from ._creation import tensor, zeros
 from ._functional.shape import reshape
 from ._tensor import Tensor
 
-__all__ = ["legacy_new", "tensor_type", "TENSOR_TYPES", "BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor",
-           "DoubleTensor", "FloatTensor", "HalfTensor", "IntTensor", "LongTensor", "ShortTensor"]
+__all__ = [
+    "legacy_new",
+    "tensor_type",
+    "TENSOR_TYPES",
+    "BFloat16Tensor",
+    "BoolTensor",
+    "ByteTensor",
+    "CharTensor",
+    "DoubleTensor",
+    "FloatTensor",
+    "HalfTensor",
+    "IntTensor",
+    "LongTensor",
+    "ShortTensor",
+]
 
 _INTS = (builtins.int, np.integer)
 
@@ -44,8 +57,10 @@ def legacy_new(dtype: D.DType, default_device, args: tuple, data=None, size=None
     """
     given = [a for a in (data, size) if a is not None]
     if len(given) + (builtins.bool(args)) > 1:
-        raise TypeError(f"{what}() takes data, sizes or size=, not several of them (got {len(args)} positional, "
-                        f"data={data is not None}, size={size is not None})")
+        raise TypeError(
+            f"{what}() takes data, sizes or size=, not several of them (got {len(args)} positional, "
+            f"data={data is not None}, size={size is not None})"
+        )
     where = default_device if device is None else device
     if size is not None:
         return zeros(tuple(size), dtype=dtype, device=where)
@@ -55,20 +70,26 @@ def legacy_new(dtype: D.DType, default_device, args: tuple, data=None, size=None
         if builtins.all(_is_size(a) for a in args):
             return zeros(tuple(builtins.int(a) for a in args), dtype=dtype, device=where)
         if len(args) > 1:
-            raise TypeError(f"{what}() takes sizes (ints) or one data sequence, got "
-                            f"({', '.join(type(a).__name__ for a in args)})")
+            raise TypeError(
+                f"{what}() takes sizes (ints) or one data sequence, got ({', '.join(type(a).__name__ for a in args)})"
+            )
         data = args[0]
     if isinstance(data, Tensor):
         if device is not None:
-            raise OpError(f"{what}(tensor, device=...) is not supported (as in torch); use lf.tensor(data, "
-                          "device=...) or tensor.to(device)")
+            raise OpError(
+                f"{what}(tensor, device=...) is not supported (as in torch); use lf.tensor(data, "
+                "device=...) or tensor.to(device)"
+            )
         if what != "Tensor" and data.dtype is not dtype:
-            raise DTypeError(f"{what}(tensor) expects a {dtype.name} tensor, got {data.dtype.name}; use "
-                             f"tensor.to(lazyflow.{dtype.name})")
+            raise DTypeError(
+                f"{what}(tensor) expects a {dtype.name} tensor, got {data.dtype.name}; use "
+                f"tensor.to(lazyflow.{dtype.name})"
+            )
         return reshape(data, data.shape)  # torch returns an alias: here a view (never written through; README)
     if isinstance(data, np.generic) or not (isinstance(data, (list, tuple, np.ndarray)) or hasattr(data, "__array__")):
-        raise TypeError(f"{what}(): data must be a sequence (got {type(data).__name__}); for a 0-d tensor use "
-                        f"lf.tensor({data!r})")
+        raise TypeError(
+            f"{what}(): data must be a sequence (got {type(data).__name__}); for a 0-d tensor use lf.tensor({data!r})"
+        )
     return tensor(data, dtype=dtype, device=where)
 
 
@@ -94,9 +115,17 @@ class _TensorType(type):
 
 
 def _tensor_type(name: str, dtype: D.DType) -> type:
-    return _TensorType(name, (), {"dtype": dtype, "__module__": "lazyflow", "__qualname__": name,
-                                  "__doc__": f"torch's legacy ``{name}``: ``{name}(data)`` converts to {dtype.name}, "
-                                             f"``{name}(2, 3)`` gives zeros, on the CPU."})
+    return _TensorType(
+        name,
+        (),
+        {
+            "dtype": dtype,
+            "__module__": "lazyflow",
+            "__qualname__": name,
+            "__doc__": f"torch's legacy ``{name}``: ``{name}(data)`` converts to {dtype.name}, "
+            f"``{name}(2, 3)`` gives zeros, on the CPU.",
+        },
+    )
 
 
 FloatTensor = _tensor_type("FloatTensor", D.float32)
@@ -110,8 +139,21 @@ CharTensor = _tensor_type("CharTensor", D.int8)
 ByteTensor = _tensor_type("ByteTensor", D.uint8)
 BoolTensor = _tensor_type("BoolTensor", D.bool_)
 
-TENSOR_TYPES = {t.dtype: t for t in (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor,
-                                     ShortTensor, CharTensor, ByteTensor, BoolTensor)}
+TENSOR_TYPES = {
+    t.dtype: t
+    for t in (
+        FloatTensor,
+        DoubleTensor,
+        HalfTensor,
+        BFloat16Tensor,
+        LongTensor,
+        IntTensor,
+        ShortTensor,
+        CharTensor,
+        ByteTensor,
+        BoolTensor,
+    )
+}
 """dtype -> its legacy tensor type (what ``Tensor.type()`` names)."""
 
 
@@ -122,8 +164,10 @@ def _parse_type_name(name: str):
         for d, t in TENSOR_TYPES.items():
             if t.__name__ == parts[-1]:
                 return d, ("cuda" if len(parts) == 3 else "cpu")
-    raise ValueError(f"invalid type: {name!r}; expected a tensor type name such as 'lazyflow.FloatTensor' or "
-                     "'lazyflow.cuda.LongTensor'")
+    raise ValueError(
+        f"invalid type: {name!r}; expected a tensor type name such as 'lazyflow.FloatTensor' or "
+        "'lazyflow.cuda.LongTensor'"
+    )
 
 
 def tensor_type(self: Tensor, dtype=None, non_blocking: bool = False):

@@ -25,15 +25,44 @@ for _n, _f in F.METHODS.items():
     setattr(Tensor, _n, _f)
 
 # in-place forms of elementwise ops (relu_, exp_, ...), one generic wrapper per op
-for _n in [*(n for n in _UNARY if n not in ("isnan", "isinf", "isfinite", "logsigmoid")), "pow",
-           "remainder", "floor_divide", "fmod", "atan2", "lerp", "eq", "ne", "lt", "le", "gt", "ge",
-           "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-           "bitwise_left_shift", "bitwise_right_shift"]:
+for _n in [
+    *(n for n in _UNARY if n not in ("isnan", "isinf", "isfinite", "logsigmoid")),
+    "pow",
+    "remainder",
+    "floor_divide",
+    "fmod",
+    "atan2",
+    "lerp",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+]:
     setattr(Tensor, _n + "_", _ip(_n))
 Tensor.arcsin_, Tensor.arccos_, Tensor.arctan_, Tensor.negative_, Tensor.absolute_, Tensor.fix_ = (
-    Tensor.asin_, Tensor.acos_, Tensor.atan_, Tensor.neg_, Tensor.abs_, Tensor.trunc_)
+    Tensor.asin_,
+    Tensor.acos_,
+    Tensor.atan_,
+    Tensor.neg_,
+    Tensor.abs_,
+    Tensor.trunc_,
+)
 Tensor.multiply_, Tensor.divide_, Tensor.true_divide_, Tensor.subtract_ = (
-    Tensor.mul_, Tensor.div_, Tensor.div_, Tensor.sub_)
+    Tensor.mul_,
+    Tensor.div_,
+    Tensor.div_,
+    Tensor.sub_,
+)
 
 
 def _addcmul_(self: Tensor, tensor1, tensor2, *, value=1) -> Tensor:
@@ -73,8 +102,13 @@ def _multinomial(self: Tensor, num_samples: int, replacement: bool = False, *, g
 
 def _new(creator):
     def f(self: Tensor, *args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-        return creator(*args, size=size, dtype=self.dtype if dtype is None else dtype, device=device or self.device,
-                       requires_grad=requires_grad)
+        return creator(
+            *args,
+            size=size,
+            dtype=self.dtype if dtype is None else dtype,
+            device=device or self.device,
+            requires_grad=requires_grad,
+        )
 
     f.__name__ = "new_" + creator.__name__
     f.__doc__ = f"``lf.{creator.__name__}`` with this tensor's dtype and device unless given."
@@ -83,14 +117,20 @@ def _new(creator):
 
 def _new_full(self: Tensor, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """``lf.full`` with this tensor's dtype and device unless given."""
-    return C.full(size, fill_value, dtype=self.dtype if dtype is None else dtype, device=device or self.device,
-                  requires_grad=requires_grad)
+    return C.full(
+        size,
+        fill_value,
+        dtype=self.dtype if dtype is None else dtype,
+        device=device or self.device,
+        requires_grad=requires_grad,
+    )
 
 
 def _new_tensor(self: Tensor, data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """``lf.tensor(data)`` with this tensor's dtype and device unless given."""
-    return C.tensor(data, dtype=self.dtype if dtype is None else dtype, device=device or self.device,
-                    requires_grad=requires_grad)
+    return C.tensor(
+        data, dtype=self.dtype if dtype is None else dtype, device=device or self.device, requires_grad=requires_grad
+    )
 
 
 def _tensor_new(cls, *args, data=None, size=None, device=None, **unexpected):
@@ -103,14 +143,17 @@ def _tensor_new(cls, *args, data=None, size=None, device=None, **unexpected):
     """
     if cls is Tensor:
         if unexpected:
-            raise TypeError(f"Tensor() got unexpected keyword arguments {sorted(unexpected)} (it takes data, size and "
-                            "device, like torch.Tensor); use lf.tensor(data, dtype=..., requires_grad=...)")
+            raise TypeError(
+                f"Tensor() got unexpected keyword arguments {sorted(unexpected)} (it takes data, size and "
+                "device, like torch.Tensor); use lf.tensor(data, dtype=..., requires_grad=...)"
+            )
         return legacy_new(D.get_default_dtype(), None, args, data, size, device)
     return object.__new__(cls)
 
 
-def _backward(self: Tensor, gradient=None, retain_graph: bool | None = None, create_graph: bool = False,
-              inputs=None) -> None:
+def _backward(
+    self: Tensor, gradient=None, retain_graph: bool | None = None, create_graph: bool = False, inputs=None
+) -> None:
     """Accumulate gradients of this tensor into the ``.grad`` of the leaves it depends on."""
     _autograd_backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
@@ -138,11 +181,14 @@ _ADD, _SUB, _MUL, _DIV, _MATMUL = R["add"], R["sub"], R["mul"], R["div"], R["mat
 
 def _binop(o, reflected=False):
     if reflected:
+
         def f(self, other):
             return state.interp.apply(o, (other, self), ())
     else:
+
         def f(self, other):
             return state.interp.apply(o, (self, other), ())
+
     return f
 
 
@@ -182,14 +228,16 @@ def _invert(self):
 
 
 def _both_bool(self, other) -> bool:
-    return self.dtype is D.bool_ and (other.dtype is D.bool_ if isinstance(other, Tensor)
-                                      else isinstance(other, builtins.bool))
+    return self.dtype is D.bool_ and (
+        other.dtype is D.bool_ if isinstance(other, Tensor) else isinstance(other, builtins.bool)
+    )
 
 
 def _logic(name, bool_name, inplace=False):
     def f(self, other):
         n = bool_name if _both_bool(self, other) else name
         return getattr(Tensor, n + "_")(self, other) if inplace else getattr(F, n)(self, other)
+
     return f
 
 
@@ -206,6 +254,7 @@ Tensor.__hash__ = lambda self: id(self)
 def _iop(name):
     def f(self, other):
         return getattr(Tensor, name)(self, other)
+
     return f
 
 
@@ -280,11 +329,14 @@ def _summarized(a: np.ndarray) -> np.ndarray:
 def _vector_str(a, indent, summarize, fmt) -> str:
     per_line = builtins.max(1, math.floor((_LINEWIDTH - indent) / (fmt.max_width + 2)))
     if summarize and a.shape[0] > 2 * _EDGEITEMS:
-        data = [fmt.format(v) for v in a[:_EDGEITEMS].tolist()] + [" ..."] + [
-            fmt.format(v) for v in a[-_EDGEITEMS:].tolist()]
+        data = (
+            [fmt.format(v) for v in a[:_EDGEITEMS].tolist()]
+            + [" ..."]
+            + [fmt.format(v) for v in a[-_EDGEITEMS:].tolist()]
+        )
     else:
         data = [fmt.format(v) for v in a.tolist()]
-    lines = [", ".join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
+    lines = [", ".join(data[i : i + per_line]) for i in range(0, len(data), per_line)]
     return "[" + ("," + "\n" + " " * (indent + 1)).join(lines) + "]"
 
 
@@ -295,8 +347,11 @@ def _array_str(a, indent, summarize, fmt) -> str:
         return _vector_str(a, indent, summarize, fmt)
     n = a.shape[0]
     if summarize and n > 2 * _EDGEITEMS:
-        rows = [_array_str(a[i], indent + 1, summarize, fmt) for i in range(_EDGEITEMS)] + ["..."] + [
-            _array_str(a[i], indent + 1, summarize, fmt) for i in range(n - _EDGEITEMS, n)]
+        rows = (
+            [_array_str(a[i], indent + 1, summarize, fmt) for i in range(_EDGEITEMS)]
+            + ["..."]
+            + [_array_str(a[i], indent + 1, summarize, fmt) for i in range(n - _EDGEITEMS, n)]
+        )
     else:
         rows = [_array_str(a[i], indent + 1, summarize, fmt) for i in range(n)]
     return "[" + ("," + "\n" * (a.ndim - 1) + " " * (indent + 1)).join(rows) + "]"

@@ -216,8 +216,7 @@ class Tensor:
     def __bool__(self) -> bool:
         _concrete(self, "bool() of a tensor (Python control flow such as `if tensor:` on a tensor value)")
         if self.numel() != 1:
-            raise RuntimeError(
-                f"Boolean value of Tensor with more than one value is ambiguous (shape {self.shape})")
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous (shape {self.shape})")
         return builtins.bool(self.item())
 
     def __float__(self) -> float:
@@ -281,8 +280,7 @@ class Tensor:
         return self.to("cpu")
 
     def cuda(self, device=None) -> Tensor:
-        return self.to("cuda" if device is None else Device("cuda", device) if isinstance(device, int)
-                       else device)
+        return self.to("cuda" if device is None else Device("cuda", device) if isinstance(device, int) else device)
 
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)
@@ -342,9 +340,24 @@ class Tensor:
         return self.transpose(-2, -1)
 
 
-
-_DTYPE_NAMES = {"float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
-                "bool", "half", "float", "double", "short", "int", "long"}
+_DTYPE_NAMES = {
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
+    "half",
+    "float",
+    "double",
+    "short",
+    "int",
+    "long",
+}
 
 
 def _rebuild(array, dtype_name, requires_grad):
@@ -359,7 +372,8 @@ def _concrete(t, what):
         raise GraphError(
             f"{what} needs a concrete value, but this tensor is traced in graph mode (lf.compile / "
             f"lf.nn.Graph) at {user_frame()}; keep that part eager, use lf.where for data-dependent "
-            "choices, or return the tensor from the compiled function")
+            "choices, or return the tensor from the compiled function"
+        )
 
 
 def _check_divisible(t, sharding) -> None:
@@ -376,8 +390,10 @@ def _check_divisible(t, sharding) -> None:
         for a in names:
             size *= mesh.shape[a]
         if t.shape[dim] % size:
-            raise ShapeError(f"to(sharding): dim {dim} of size {t.shape[dim]} is not divisible by mesh axes {names} "
-                             f"(size {size}); tensor shape {list(t.shape)}")
+            raise ShapeError(
+                f"to(sharding): dim {dim} of size {t.shape[dim]} is not divisible by mesh axes {names} "
+                f"(size {size}); tensor shape {list(t.shape)}"
+            )
 
 
 def _to_device(t, device):
@@ -404,6 +420,5 @@ def _dim(d, ndim) -> int:
     """Normalise a (possibly negative) dim; IndexError like torch when out of range."""
     n = ndim if ndim > 0 else 1
     if not -n <= d < n:
-        raise IndexOutOfRangeError(
-            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
+        raise IndexOutOfRangeError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
     return d + n if d < 0 else d

@@ -21,9 +21,35 @@ __all__ = ["autocast", "LOW_PRECISION_OPS", "FP32_OPS"]
 #: ops that run in the autocast dtype (float inputs are cast down)
 LOW_PRECISION_OPS = frozenset({"matmul", "linear", "einsum", "conv", "conv_transpose", "outer", "attention"})
 #: ops that run in float32 (low-precision float inputs are cast up)
-FP32_OPS = frozenset({"softmax", "log_softmax", "logsumexp", "sum", "mean", "prod", "var", "std", "norm",
-                      "cumsum", "cumprod", "layer_norm", "group_norm", "rms_norm", "batch_norm", "exp", "log",
-                      "log1p", "expm1", "pow", "rsqrt", "sqrt", "erfinv", "softplus", "logsigmoid"})
+FP32_OPS = frozenset(
+    {
+        "softmax",
+        "log_softmax",
+        "logsumexp",
+        "sum",
+        "mean",
+        "prod",
+        "var",
+        "std",
+        "norm",
+        "cumsum",
+        "cumprod",
+        "layer_norm",
+        "group_norm",
+        "rms_norm",
+        "batch_norm",
+        "exp",
+        "log",
+        "log1p",
+        "expm1",
+        "pow",
+        "rsqrt",
+        "sqrt",
+        "erfinv",
+        "softplus",
+        "logsigmoid",
+    }
+)
 
 
 class _AutocastInterpreter:

@@ -46,5 +46,11 @@ def to_np(x):
 
 
 def assert_close(actual, expected, rtol=1e-5, atol=1e-6, what=""):
-    np.testing.assert_allclose(to_np(actual) if isinstance(actual, lf.Tensor) else actual, expected,
-                               rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+    np.testing.assert_allclose(
+        to_np(actual) if isinstance(actual, lf.Tensor) else actual,
+        expected,
+        rtol=rtol,
+        atol=atol,
+        equal_nan=True,
+        err_msg=what,
+    )

@@ -31,12 +31,12 @@ def _t(a, rg=True):
 
 def _lf_f(x, w):
     h = lf.tanh(x @ w) * 2.0 + lf.exp(-x.sum(dim=1, keepdim=True))
-    return (h ** 2).mean() + lf.log(x).sum() / (1.0 + lf.sigmoid(w).sum())
+    return (h**2).mean() + lf.log(x).sum() / (1.0 + lf.sigmoid(w).sum())
 
 
 def _jnp_f(x, w):
     h = jnp.tanh(x @ w) * 2.0 + jnp.exp(-x.sum(axis=1, keepdims=True))
-    return (h ** 2).mean() + jnp.log(x).sum() / (1.0 + jax.nn.sigmoid(w).sum())
+    return (h**2).mean() + jnp.log(x).sum() / (1.0 + jax.nn.sigmoid(w).sum())
 
 
 def _close(a, b, rtol=1e-10, atol=1e-12):
@@ -44,6 +44,7 @@ def _close(a, b, rtol=1e-10, atol=1e-12):
 
 
 # --------------------------------------------------------------------------- backward
+
 
 def test_backward_scalar_matches_jax_grad():
     x, w = _t(X0), _t(W0)
@@ -142,6 +143,7 @@ def test_backward_inputs_restricts_accumulation():
 
 # --------------------------------------------------------------------------- leaves, retain_grad, detach
 
+
 def test_non_leaf_grad_is_none_unless_retain_grad():
     x = _t(X0)
     h = lf.sin(x)
@@ -215,6 +217,7 @@ def test_integer_results_do_not_require_grad():
 
 
 # --------------------------------------------------------------------------- grad modes
+
 
 def test_no_grad_enable_grad_nesting():
     x = _t(X0)
@@ -331,6 +334,7 @@ def test_recursive_decorated_function_restores_the_mode():
 
 # --------------------------------------------------------------------------- lf.autograd.grad
 
+
 def test_autograd_grad_matches_jax_and_leaves_dot_grad_alone():
     x, w = _t(X0), _t(W0)
     gx, gw = lf.autograd.grad(_lf_f(x, w), (x, w))
@@ -410,9 +414,9 @@ def test_autograd_grad_non_scalar_without_grad_outputs_raises():
 
 def test_autograd_grad_create_graph_returns_differentiable_grads():
     x = _t(X0)
-    (g,) = lf.autograd.grad((x ** 3).sum(), x, create_graph=True)
+    (g,) = lf.autograd.grad((x**3).sum(), x, create_graph=True)
     assert g.requires_grad and g.grad_fn is not None
-    _close(g.numpy(), 3 * X0 ** 2)
+    _close(g.numpy(), 3 * X0**2)
     g.sum().backward()
     _close(x.grad.numpy(), 6 * X0)
 
@@ -423,18 +427,28 @@ D0 = np.array([[0.5, -1.25, 2.0, 0.75], [3.5, 0.25, -0.5, 1.5], [-2.0, 1.0, 0.12
 
 MULTI_CASES = [
     ("max dim values", lambda x: (x.max(dim=1)[0] ** 2).sum(), lambda x: (x.max(axis=1) ** 2).sum()),
-    ("min dim values keepdim", lambda x: (x.min(dim=0, keepdim=True)[0] * x).sum(),
-     lambda x: (x.min(axis=0, keepdims=True) * x).sum()),
-    ("sort values, first column", lambda x: (x.sort(dim=1)[0][:, 0] * 3.0).sum(),
-     lambda x: (jnp.sort(x, axis=1)[:, 0] * 3.0).sum()),
-    ("sort descending, indices unused", lambda x: (x.sort(dim=0, descending=True)[0][0] ** 2).sum(),
-     lambda x: (jnp.sort(x, axis=0)[::-1][0] ** 2).sum()),
-    ("topk values, second", lambda x: (x.topk(2, dim=1)[0][:, 1] * x[:, 0]).sum(),
-     lambda x: (jax.lax.top_k(x, 2)[0][:, 1] * x[:, 0]).sum()),
-    ("split, one piece", lambda x: (x.split([1, 3], dim=1)[1] ** 2).sum(),
-     lambda x: (x[:, 1:] ** 2).sum()),
-    ("split equal, two of three pieces", lambda x: _two_of(x.split(1, dim=0)),
-     lambda x: (jnp.sin(x[0]) * x[2]).sum()),
+    (
+        "min dim values keepdim",
+        lambda x: (x.min(dim=0, keepdim=True)[0] * x).sum(),
+        lambda x: (x.min(axis=0, keepdims=True) * x).sum(),
+    ),
+    (
+        "sort values, first column",
+        lambda x: (x.sort(dim=1)[0][:, 0] * 3.0).sum(),
+        lambda x: (jnp.sort(x, axis=1)[:, 0] * 3.0).sum(),
+    ),
+    (
+        "sort descending, indices unused",
+        lambda x: (x.sort(dim=0, descending=True)[0][0] ** 2).sum(),
+        lambda x: (jnp.sort(x, axis=0)[::-1][0] ** 2).sum(),
+    ),
+    (
+        "topk values, second",
+        lambda x: (x.topk(2, dim=1)[0][:, 1] * x[:, 0]).sum(),
+        lambda x: (jax.lax.top_k(x, 2)[0][:, 1] * x[:, 0]).sum(),
+    ),
+    ("split, one piece", lambda x: (x.split([1, 3], dim=1)[1] ** 2).sum(), lambda x: (x[:, 1:] ** 2).sum()),
+    ("split equal, two of three pieces", lambda x: _two_of(x.split(1, dim=0)), lambda x: (jnp.sin(x[0]) * x[2]).sum()),
     ("chunk, last", lambda x: (lf.exp(x.chunk(2, dim=1)[1])).sum(), lambda x: jnp.exp(x[:, 2:]).sum()),
     ("unbind, middle", lambda x: (x.unbind(0)[1] ** 3).sum(), lambda x: (x[1] ** 3).sum()),
     ("unbind, two outputs reused", lambda x: _unbind_two(x), lambda x: (x[:, 0] * x[:, 3] + x[:, 0]).sum()),
@@ -465,7 +479,7 @@ ELEMENTWISE = [
     ("mul", lambda x: x * x * 1.5, lambda x: x * x * 1.5),
     ("div", lambda x: 1.0 / (x + 2.0), lambda x: 1.0 / (x + 2.0)),
     ("add/sub", lambda x: (x + 1.0) * (x - 3.0), lambda x: (x + 1.0) * (x - 3.0)),
-    ("pow", lambda x: x ** 3, lambda x: x ** 3),
+    ("pow", lambda x: x**3, lambda x: x**3),
     ("exp", lambda x: lf.exp(x), jnp.exp),
     ("log", lambda x: lf.log(x + 2.0), lambda x: jnp.log(x + 2.0)),
     ("sqrt", lambda x: lf.sqrt(x + 2.0), lambda x: jnp.sqrt(x + 2.0)),
@@ -499,11 +513,11 @@ def test_double_backward_matmul_matches_jax():
 
     a, b = _t(a0), _t(b0)
     ga, gb = lf.autograd.grad((lf.tanh(a @ b) ** 2).sum(), (a, b), create_graph=True)
-    ((ga ** 2).sum() + (gb * a.sum(dim=0, keepdim=True).T).sum()).backward()
+    ((ga**2).sum() + (gb * a.sum(dim=0, keepdim=True).T).sum()).backward()
 
     def second(a, b):
         ra, rb = jax.grad(jf, argnums=(0, 1))(a, b)
-        return (ra ** 2).sum() + (rb * a.sum(axis=0, keepdims=True).T).sum()
+        return (ra**2).sum() + (rb * a.sum(axis=0, keepdims=True).T).sum()
 
     ra, rb = jax.grad(second, argnums=(0, 1))(a0, b0)
     _close(a.grad.numpy(), ra)
@@ -527,28 +541,42 @@ def test_third_derivative_through_create_graph_twice():
 
 def test_backward_create_graph_accumulates_differentiable_grad():
     x = _t(XD)
-    (x ** 3).sum().backward(create_graph=True)
+    (x**3).sum().backward(create_graph=True)
     g = x.grad
     assert g.requires_grad
-    _close(g.numpy(), 3 * XD ** 2)
+    _close(g.numpy(), 3 * XD**2)
     (gg,) = lf.autograd.grad(g.sum(), x)
     _close(gg.numpy(), 6 * XD)
 
 
 # --------------------------------------------------------------------------- grad_fn names
 
-import torch  # noqa: E402  (the parity oracle: the test extra installs it)
+import torch
 
 GRAD_FN_CASES = [
-    ("mul", lambda m, x: x * 2.0), ("add", lambda m, x: x + x), ("sub", lambda m, x: x - 1.0),
-    ("div", lambda m, x: x / 3.0), ("sum", lambda m, x: x.sum()), ("mean", lambda m, x: x.mean()),
-    ("exp", lambda m, x: m.exp(x)), ("tanh", lambda m, x: m.tanh(x)), ("sigmoid", lambda m, x: m.sigmoid(x)),
-    ("relu", lambda m, x: m.relu(x)), ("pow", lambda m, x: x ** 2), ("neg", lambda m, x: -x),
-    ("cat", lambda m, x: m.cat([x, x])), ("expand", lambda m, x: x[None].expand(2, 3, 4)),
-    ("permute", lambda m, x: x.permute(1, 0)), ("softmax", lambda m, x: m.softmax(x, 1)),
-    ("sort", lambda m, x: x.sort(1)[0]), ("topk", lambda m, x: x.topk(2)[0]), ("split", lambda m, x: x.split(1)[0]),
-    ("where", lambda m, x: m.where(x > 1, x, x * 0.0)), ("abs", lambda m, x: x.abs()),
-    ("log_softmax", lambda m, x: m.log_softmax(x, 1)), ("sqrt", lambda m, x: x.sqrt()),
+    ("mul", lambda m, x: x * 2.0),
+    ("add", lambda m, x: x + x),
+    ("sub", lambda m, x: x - 1.0),
+    ("div", lambda m, x: x / 3.0),
+    ("sum", lambda m, x: x.sum()),
+    ("mean", lambda m, x: x.mean()),
+    ("exp", lambda m, x: m.exp(x)),
+    ("tanh", lambda m, x: m.tanh(x)),
+    ("sigmoid", lambda m, x: m.sigmoid(x)),
+    ("relu", lambda m, x: m.relu(x)),
+    ("pow", lambda m, x: x**2),
+    ("neg", lambda m, x: -x),
+    ("cat", lambda m, x: m.cat([x, x])),
+    ("expand", lambda m, x: x[None].expand(2, 3, 4)),
+    ("permute", lambda m, x: x.permute(1, 0)),
+    ("softmax", lambda m, x: m.softmax(x, 1)),
+    ("sort", lambda m, x: x.sort(1)[0]),
+    ("topk", lambda m, x: x.topk(2)[0]),
+    ("split", lambda m, x: x.split(1)[0]),
+    ("where", lambda m, x: m.where(x > 1, x, x * 0.0)),
+    ("abs", lambda m, x: x.abs()),
+    ("log_softmax", lambda m, x: m.log_softmax(x, 1)),
+    ("sqrt", lambda m, x: x.sqrt()),
 ]
 
 
@@ -563,12 +591,25 @@ def test_grad_fn_names_match_torch(name, fn):
 def test_grad_fn_names_have_torch_form_and_leaves_have_none():
     x = _t(X0)
     assert x.grad_fn is None and lf.tensor(X0).grad_fn is None
-    for y in (x @ lf.tensor(W0), x[0], x.view(12), x.t(), x.unsqueeze(0), x.clone(), x.float(),
-              x.max(dim=1)[0], x.unbind(0)[1], lf.stack([x, x]), x.cumsum(0), x.clamp(0.5, 1.0)):
+    for y in (
+        x @ lf.tensor(W0),
+        x[0],
+        x.view(12),
+        x.t(),
+        x.unsqueeze(0),
+        x.clone(),
+        x.float(),
+        x.max(dim=1)[0],
+        x.unbind(0)[1],
+        lf.stack([x, x]),
+        x.cumsum(0),
+        x.clamp(0.5, 1.0),
+    ):
         assert re.fullmatch(r"[A-Z][A-Za-z0-9]*Backward[0-9]", y.grad_fn.name()), y.grad_fn.name()
 
 
 # --------------------------------------------------------------------------- pickle
+
 
 @pytest.mark.parametrize("dtype", [lf.float16, lf.bfloat16, lf.float32, lf.float64])
 def test_pickle_keeps_requires_grad_values_and_dtype(dtype):
@@ -597,8 +638,20 @@ def test_pickle_of_plain_and_integer_tensors():
 
 
 def test_pickle_dtype_singletons_and_devices():
-    for d in (lf.float16, lf.bfloat16, lf.float32, lf.float64, lf.int8, lf.int16, lf.int32, lf.int64,
-              lf.uint8, lf.bool, lf.long, lf.half):
+    for d in (
+        lf.float16,
+        lf.bfloat16,
+        lf.float32,
+        lf.float64,
+        lf.int8,
+        lf.int16,
+        lf.int32,
+        lf.int64,
+        lf.uint8,
+        lf.bool,
+        lf.long,
+        lf.half,
+    ):
         assert pickle.loads(pickle.dumps(d)) is d
     for dev in (lf.device("cpu"), lf.device("cpu:0")):
         back = pickle.loads(pickle.dumps(dev))

@@ -16,10 +16,13 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # benchmarks/ is a top-level package of the repository, not of the installed wheel
 
-from benchmarks import run as runner  # noqa: E402
+from benchmarks import run as runner
 
-BENCH_MODULES = sorted(f[len("bench_"):-3] for f in os.listdir(os.path.join(ROOT, "benchmarks"))
-                       if f.startswith("bench_") and f.endswith(".py"))
+BENCH_MODULES = sorted(
+    f[len("bench_") : -3]
+    for f in os.listdir(os.path.join(ROOT, "benchmarks"))
+    if f.startswith("bench_") and f.endswith(".py")
+)
 # the smallest training step and the per-shape conv timings (not whole ResNets); other quick paths run as they are
 SMOKE_CASES = {"graph": "mlp_b1", "conv": "shapes"}
 
@@ -32,8 +35,13 @@ def test_runner_knows_every_module():
 
 def test_quick_suite_runs_every_module():
     only = ",".join(f"{m}:{SMOKE_CASES[m]}" if m in SMOKE_CASES else m for m in (*BENCH_MODULES, "disk"))
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--no-write", "--only", only],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--no-write", "--only", only],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     out = proc.stdout
     assert proc.returncode == 0, out[-4000:] + proc.stderr[-4000:]
     header = next(line for line in out.splitlines() if line.startswith("benchmark "))
@@ -53,9 +61,17 @@ def test_failures_become_rows_not_crashes():
 
 
 def test_adapters():
-    eager = {"dispatch": [{"op": "add", "lazyflow": 6e-6, "jit": 5e-6, "jnp": 8e-6, "torch": 1e-6}],
-             "setitem": {"total": 20000, "first_chunk": 0.2, "last_chunk": 0.3, "lf_total": 0.5,
-                         "torch_total": 0.05, "entries": 7}}
+    eager = {
+        "dispatch": [{"op": "add", "lazyflow": 6e-6, "jit": 5e-6, "jnp": 8e-6, "torch": 1e-6}],
+        "setitem": {
+            "total": 20000,
+            "first_chunk": 0.2,
+            "last_chunk": 0.3,
+            "lf_total": 0.5,
+            "torch_total": 0.05,
+            "entries": 7,
+        },
+    }
     rows = runner.adapt("eager", eager)
     by = {(r.case, r.versus): r for r in rows}
     r = by[("dispatch add (16x16, cache hit)", "bare jax.jit")]
@@ -75,9 +91,11 @@ def test_adapters():
 
 
 def test_report_files(tmp_path):
-    rows = [runner.Row("eager", "op", "torch", 2.0, 1.0, 1.25, "<= 1.25x (#2)"),
-            runner.Row("graph", "step", "jax.jit", 1.0, 2.0, 1.1, "<= 1.1x (#4)"),
-            runner.Row("optim", "FAILED", error="boom")]
+    rows = [
+        runner.Row("eager", "op", "torch", 2.0, 1.0, 1.25, "<= 1.25x (#2)"),
+        runner.Row("graph", "step", "jax.jit", 1.0, 2.0, 1.1, "<= 1.1x (#4)"),
+        runner.Row("optim", "FAILED", error="boom"),
+    ]
     png, md = tmp_path / "ratios.png", tmp_path / "BENCHMARKS.md"
     assert runner.save_plot(rows, str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -89,8 +107,17 @@ def test_report_files(tmp_path):
 
     info = runner.machine_info()
     assert info["cores"] >= 1 and set(runner.DISTS) <= set(info["versions"])
-    runner.write_markdown(str(md), rows, {"eager": "table"}, info, "python -m benchmarks", False, str(png),
-                          datetime.datetime(2026, 1, 2, 3, 4), 5.0)
+    runner.write_markdown(
+        str(md),
+        rows,
+        {"eager": "table"},
+        info,
+        "python -m benchmarks",
+        False,
+        str(png),
+        datetime.datetime(2026, 1, 2, 3, 4),
+        5.0,
+    )
     text = md.read_text()
     assert "`python -m benchmarks`" in text and "2026-01-02 03:04" in text and info["cpu"] in text
     assert "1 of 2 targets met" in text and "1 benchmark(s) failed" in text
@@ -99,8 +126,13 @@ def test_report_files(tmp_path):
 
 
 def test_script_entry_point():
-    proc = subprocess.run([sys.executable, os.path.join("benchmarks", "run.py"), "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, os.path.join("benchmarks", "run.py"), "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and "--quick" in proc.stdout and "--only" in proc.stdout
     assert runner.parse_only("eager,graph:mlp_b1+small_cnn") == {"eager": None, "graph": ["mlp_b1", "small_cnn"]}
     with pytest.raises(SystemExit, match="unknown benchmark"):

@@ -18,9 +18,18 @@ from lazyflow.checkpoint import CheckpointManager, _layout, _meta, _store, inspe
 
 RNG = np.random.default_rng(0)
 Point = collections.namedtuple("Point", "x y")
-DTYPES = [("float16", np.float16), ("bfloat16", None), ("float32", np.float32), ("float64", np.float64),
-          ("int8", np.int8), ("int16", np.int16), ("int32", np.int32), ("int64", np.int64), ("uint8", np.uint8),
-          ("bool", np.bool_)]
+DTYPES = [
+    ("float16", np.float16),
+    ("bfloat16", None),
+    ("float32", np.float32),
+    ("float64", np.float64),
+    ("int8", np.int8),
+    ("int16", np.int16),
+    ("int32", np.int32),
+    ("int64", np.int64),
+    ("uint8", np.uint8),
+    ("bool", np.bool_),
+]
 
 
 def _np(t):
@@ -49,8 +58,12 @@ def _version_dir(path):
 
 def _data_files(path):
     root = os.path.join(_version_dir(path), "tensors")
-    return [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if os.sep + "d" + os.sep in
-            os.path.join(d, f) + os.sep and "ocdbt.process" in d]
+    return [
+        os.path.join(d, f)
+        for d, _, fs in os.walk(root)
+        for f in fs
+        if os.sep + "d" + os.sep in os.path.join(d, f) + os.sep and "ocdbt.process" in d
+    ]
 
 
 def _flip_bytes_of(path, raw: bytes):
@@ -68,23 +81,28 @@ def _flip_bytes_of(path, raw: bytes):
 
 # ------------------------------------------------------------------------------------------ round trips
 # every dtype in every storage kind: packed (small), empty, own orbax array (600x600 >= 1 MiB for most)
-CASES = [(d, s) for d, _ in DTYPES for s in [(), (0, 3), (3, 5)]] + \
-        [(d, (600, 600)) for d in ("float32", "int64", "bool", "bfloat16", "uint8")]
+CASES = [(d, s) for d, _ in DTYPES for s in [(), (0, 3), (3, 5)]] + [
+    (d, (600, 600)) for d in ("float32", "int64", "bool", "bfloat16", "uint8")
+]
 
 
 @pytest.mark.parametrize("dtype_name,shape", CASES)
 def test_roundtrip_dtypes_and_shapes(tmp_path, dtype_name, shape):
     ref = _values(dtype_name, shape)
-    t = lf.tensor(ref.astype(np.float32) if dtype_name == "bfloat16" else ref,
-                  dtype=getattr(lf, dtype_name if dtype_name != "bool" else "bool_"))
+    t = lf.tensor(
+        ref.astype(np.float32) if dtype_name == "bfloat16" else ref,
+        dtype=getattr(lf, dtype_name if dtype_name != "bool" else "bool_"),
+    )
     lf.save(t, tmp_path / "c")
     out = lf.load(tmp_path / "c")
     assert type(out) is lf.Tensor
     assert out.dtype is t.dtype and out.shape == shape
     got = _np(out)
     assert got.dtype == ref.dtype
-    np.testing.assert_array_equal(got.astype(np.float64) if dtype_name == "bfloat16" else got,
-                                  ref.astype(np.float64) if dtype_name == "bfloat16" else ref)
+    np.testing.assert_array_equal(
+        got.astype(np.float64) if dtype_name == "bfloat16" else got,
+        ref.astype(np.float64) if dtype_name == "bfloat16" else ref,
+    )
 
 
 def test_roundtrip_nested_structure_preserves_types_order_and_values(tmp_path):
@@ -95,17 +113,36 @@ def test_roundtrip_nested_structure_preserves_types_order_and_values(tmp_path):
             "zeta": collections.OrderedDict([("w", lf.tensor(w)), ("b", lf.tensor(b))]),
             "alpha": [lf.tensor(big, dtype=lf.float32), (1, 2.5, None, True, "s", b"raw", 3 + 4j)],
             7: {"nested": {"deep": [lf.arange(5)]}, "set": {1, 2}, "frozen": frozenset({"a"})},
-            "np": RNG.standard_normal((2, 2)).astype(np.float32), "np_int": np.arange(6).reshape(2, 3),
-            "np_scalar": np.float32(1.5), "np_dtype": np.dtype("int16"),
-            "dtype": lf.bfloat16, "device": lf.device("cpu"), "point": Point(1, lf.ones(2)),
-            "empty": {}, "empty_list": [], "dd": collections.defaultdict(list, {"k": [1]}),
+            "np": RNG.standard_normal((2, 2)).astype(np.float32),
+            "np_int": np.arange(6).reshape(2, 3),
+            "np_scalar": np.float32(1.5),
+            "np_dtype": np.dtype("int16"),
+            "dtype": lf.bfloat16,
+            "device": lf.device("cpu"),
+            "point": Point(1, lf.ones(2)),
+            "empty": {},
+            "empty_list": [],
+            "dd": collections.defaultdict(list, {"k": [1]}),
         }
         lf.save(obj, tmp_path / "c")
         out = lf.load(tmp_path / "c")
     finally:
         lf.checkpoint.clear_safe_globals()
-    assert list(out) == ["zeta", "alpha", 7, "np", "np_int", "np_scalar", "np_dtype", "dtype", "device", "point",
-                         "empty", "empty_list", "dd"]
+    assert list(out) == [
+        "zeta",
+        "alpha",
+        7,
+        "np",
+        "np_int",
+        "np_scalar",
+        "np_dtype",
+        "dtype",
+        "device",
+        "point",
+        "empty",
+        "empty_list",
+        "dd",
+    ]
     assert type(out["zeta"]) is collections.OrderedDict and list(out["zeta"]) == ["w", "b"]
     np.testing.assert_array_equal(_np(out["zeta"]["w"]), w)
     np.testing.assert_array_equal(_np(out["zeta"]["b"]), b)
@@ -188,8 +225,9 @@ def test_loaded_host_buffers_are_adopted_without_copy_and_stay_correct_after_inp
 def test_small_tensors_are_packed_per_dtype_but_stay_addressable(tmp_path):
     vals = {f"t{i}": RNG.standard_normal(16 + i).astype(np.float32) for i in range(300)}
     ints = {f"i{i}": np.arange(i + 1) for i in range(5)}
-    lf.save({**{k: lf.tensor(v) for k, v in vals.items()}, **{k: lf.tensor(v) for k, v in ints.items()}},
-            tmp_path / "c")
+    lf.save(
+        {**{k: lf.tensor(v) for k, v in vals.items()}, **{k: lf.tensor(v) for k, v in ints.items()}}, tmp_path / "c"
+    )
     _, meta = _meta.read_meta(str(tmp_path / "c"))
     assert len(meta["groups"]) == 2  # one float32 group, one int64 group: 2 orbax arrays for 305 tensors
     infos = inspect(tmp_path / "c")
@@ -279,8 +317,13 @@ def test_hand_crafted_metadata_with_malicious_global_is_refused(tmp_path):
     marker = tmp_path / "pwned2"
     lf.save({"w": lf.ones(2)}, tmp_path / "c")
     meta_file = os.path.join(_version_dir(tmp_path / "c"), _store.META, _store.META_FILE)
-    outer = {"format": "lazyflow.checkpoint", "version": 1, "entries": [], "groups": {},
-             "structure": pickle.dumps(_Evil(marker))}
+    outer = {
+        "format": "lazyflow.checkpoint",
+        "version": 1,
+        "entries": [],
+        "groups": {},
+        "structure": pickle.dumps(_Evil(marker)),
+    }
     with open(meta_file, "wb") as f:
         f.write(_meta.frame(pickle.dumps(outer)))
     with pytest.raises(lf.CheckpointError, match="system"):
@@ -400,8 +443,11 @@ def test_saving_over_foreign_paths_is_refused_and_leaves_them_alone(tmp_path):
 def test_file_objects_are_refused_with_a_clear_message(tmp_path):
     import io
 
-    for call in (lambda: lf.save(lf.ones(1), io.BytesIO()), lambda: lf.load(io.BytesIO(b"x")),
-                 lambda: inspect(io.BytesIO())):
+    for call in (
+        lambda: lf.save(lf.ones(1), io.BytesIO()),
+        lambda: lf.load(io.BytesIO(b"x")),
+        lambda: inspect(io.BytesIO()),
+    ):
         with pytest.raises(lf.CheckpointError, match="directory path.*BytesIO"):
             call()
 
@@ -418,8 +464,13 @@ def test_newer_format_version_is_refused(tmp_path):
     info["version"] = _meta.FORMAT_VERSION
     ptr.write_text(json.dumps(info))
     meta_file = os.path.join(_version_dir(c), _store.META, _store.META_FILE)
-    outer = {"format": "lazyflow.checkpoint", "version": _meta.FORMAT_VERSION + 5, "entries": [], "groups": {},
-             "structure": pickle.dumps(None)}
+    outer = {
+        "format": "lazyflow.checkpoint",
+        "version": _meta.FORMAT_VERSION + 5,
+        "entries": [],
+        "groups": {},
+        "structure": pickle.dumps(None),
+    }
     open(meta_file, "wb").write(_meta.frame(pickle.dumps(outer)))
     with pytest.raises(lf.CheckpointError, match="format version 6"):
         inspect(c)
@@ -429,8 +480,9 @@ def test_overwrite_replaces_the_version_and_cleans_leftovers(tmp_path):
     c = tmp_path / "c"
     lf.save({"v": lf.tensor([1.0])}, c)
     first = _version_dir(c)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     leftover = c / f"v-{dead}-abc-def"
     leftover.mkdir()
     sibling = tmp_path / f".c.lftmp-{dead}-x"
@@ -512,8 +564,9 @@ def test_manager_cleans_up_after_crashes(tmp_path):
     run = tmp_path / "run"
     mgr = CheckpointManager(run)
     mgr.save(1, {"step": 1})
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     (run / "step_2").mkdir()  # a first save of step 2 killed before its rename: only leftovers inside
     (run / "step_2" / f"v-{dead}-1-2.orbax-checkpoint-tmp").mkdir()
     (run / f".step_3.lftmp-{dead}-aa").mkdir()  # staging dir of a killed save

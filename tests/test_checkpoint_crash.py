@@ -77,8 +77,13 @@ def test_sigkill_at_random_instants_leaves_old_or_new(tmp_path):
     trials = 0
     while trials < 10 and (trials < 4 or time.monotonic() < deadline):
         mode = "async" if trials % 3 == 2 else "sync"
-        child = subprocess.Popen([sys.executable, str(script), path, mode], stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, env=env, text=True)
+        child = subprocess.Popen(
+            [sys.executable, str(script), path, mode],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            text=True,
+        )
         try:
             assert child.stdout.readline().strip() == "ready"
             out = ""
@@ -101,8 +106,16 @@ def test_sigkill_at_random_instants_leaves_old_or_new(tmp_path):
         _lazyflow_names_only(str(tmp_path), path)
         trials += 1
     assert seen & {"A", "B"}, "no save ever completed: the kill window is too short for this machine"
-    lf.save({"tag": "A", "w": lf.full((400, 400), 1.0), "b": lf.full((700,), 1.0),
-             "small": [lf.full((4,), 1.0 + i) for i in range(30)], "step": 1}, path)
+    lf.save(
+        {
+            "tag": "A",
+            "w": lf.full((400, 400), 1.0),
+            "b": lf.full((700,), 1.0),
+            "small": [lf.full((4,), 1.0 + i) for i in range(30)],
+            "step": 1,
+        },
+        path,
+    )
     _layout.wait_for_cleanups()
     assert _check(path) == "A"
     assert sorted(os.listdir(path)) == sorted([_layout.POINTER, os.path.basename(_layout.resolve(path, 1))])
@@ -174,10 +187,15 @@ def test_crash_after_pointer_switch_before_cleanup_keeps_new(tmp_path, monkeypat
 def _sweep_state():
     rng = np.random.default_rng(5)
     big = rng.standard_normal((300, 900)).astype(np.float32)  # 1 MiB: its own orbax array
-    return {"big": lf.tensor(big), "small": lf.tensor(rng.standard_normal(37).astype(np.float32)),
-            "ints": lf.tensor(np.arange(300, dtype=np.int64)),
-            "bf16": lf.tensor(rng.standard_normal(9), dtype=lf.bfloat16),
-            "empty": lf.zeros(0, 3), "arr": rng.standard_normal(5), "meta": {"epoch": 7, "name": "run"}}
+    return {
+        "big": lf.tensor(big),
+        "small": lf.tensor(rng.standard_normal(37).astype(np.float32)),
+        "ints": lf.tensor(np.arange(300, dtype=np.int64)),
+        "bf16": lf.tensor(rng.standard_normal(9), dtype=lf.bfloat16),
+        "empty": lf.zeros(0, 3),
+        "arr": rng.standard_normal(5),
+        "meta": {"epoch": 7, "name": "run"},
+    }
 
 
 def _damages(data: bytes):
@@ -185,7 +203,7 @@ def _damages(data: bytes):
     yield "deleted", None
     yield "emptied", b""
     if len(data) > 1:
-        yield "truncated to half", data[:len(data) // 2]
+        yield "truncated to half", data[: len(data) // 2]
         yield "last byte cut", data[:-1]
     for at in sorted({0, len(data) // 3, len(data) // 2, len(data) - 1} - {-1}):
         bad = bytearray(data)
@@ -200,12 +218,15 @@ def test_damaged_checkpoint_sweep_never_loads_wrong_values(tmp_path):
     CheckpointError or return exactly the saved values -- never a wrong value, never another exception.
     (The issue's review ran 297 such cases with no silent wrong load; this keeps a CI-sized sweep.)"""
     state = _sweep_state()
-    ref = {k: (np.asarray(v.numpy() if isinstance(v, lf.Tensor) else v).copy() if k != "meta" else v)
-           for k, v in state.items()}
+    ref = {
+        k: (np.asarray(v.numpy() if isinstance(v, lf.Tensor) else v).copy() if k != "meta" else v)
+        for k, v in state.items()
+    }
     c = str(tmp_path / "c")
     lf.save(state, c)
     files = [os.path.join(c, _layout.POINTER)] + sorted(
-        os.path.join(d, f) for d, _, fs in os.walk(_layout.resolve(c, 1)) for f in fs)
+        os.path.join(d, f) for d, _, fs in os.walk(_layout.resolve(c, 1)) for f in fs
+    )
     outcomes = {}  # (file, damage) -> what lf.load did
 
     def check(call):

@@ -38,7 +38,7 @@ def _in_thread(fn, timeout=90):
     def run():
         try:
             fn()
-        except BaseException as e:  # noqa: BLE001 - returned to the test
+        except BaseException as e:
             box["error"] = e
 
     t = threading.Thread(target=run, daemon=True)
@@ -61,8 +61,11 @@ def test_failed_async_save_raises_the_real_error_even_when_cleanup_fails_too(tmp
     monkeypatch.setattr(_layout.Transaction, "commit", lambda self, version: _erofs())
     monkeypatch.setattr(_layout, "_remove", _erofs)
     handle = lf.save({"v": lf.full((3,), 2.0)}, c, async_save=True)
-    with pytest.raises(lf.CheckpointWriteError, match=r"'.*c' failed: OSError: \[Errno 30\].*Removing the partial "
-                                                      r"save failed too") as ei:
+    with pytest.raises(
+        lf.CheckpointWriteError,
+        match=r"'.*c' failed: OSError: \[Errno 30\].*Removing the partial "
+        r"save failed too",
+    ) as ei:
         handle.wait(timeout=60)
     assert isinstance(ei.value, OSError) and ei.value.errno == errno.EROFS
     assert handle.done() and handle.exception() is ei.value and "failed" in repr(handle)
@@ -103,24 +106,37 @@ def test_real_failures_without_privileges_release_the_lock(tmp_path):
 def _unshare_available() -> bool:
     if shutil.which("unshare") is None:
         return False
-    return subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs tmpfs /mnt 2>/dev/null || "
-                           "mount -t tmpfs tmpfs /tmp"], capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["unshare", "-rm", "sh", "-c", "mount -t tmpfs tmpfs /mnt 2>/dev/null || mount -t tmpfs tmpfs /tmp"],
+            capture_output=True,
+        ).returncode
+        == 0
+    )
 
 
-@pytest.mark.skipif(not _unshare_available(), reason="needs user+mount namespaces (unshare -rm) for a real "
-                    "read-only/full filesystem; the EROFS tests above cover the same paths without them")
+@pytest.mark.skipif(
+    not _unshare_available(),
+    reason="needs user+mount namespaces (unshare -rm) for a real "
+    "read-only/full filesystem; the EROFS tests above cover the same paths without them",
+)
 def test_real_read_only_and_full_filesystems(tmp_path):
     """Items 3, 4 and 6 on real filesystems: every save to a read-only tmpfs raises CheckpointWriteError with
     errno 30 (the second sync save does not deadlock; the async save fails at the call instead of leaving
     orbax waiting 300 s), an async save that fills a 3 MiB tmpfs raises from wait(), the previous checkpoints
     load, and the process exits promptly."""
     t0 = time.monotonic()
-    proc = subprocess.run(["unshare", "-rm", sys.executable, os.path.join(SCRIPTS, "readonly_fs.py"), str(tmp_path)],
-                          capture_output=True, text=True, timeout=180, env=ENV)
+    proc = subprocess.run(
+        ["unshare", "-rm", sys.executable, os.path.join(SCRIPTS, "readonly_fs.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=ENV,
+    )
     elapsed = time.monotonic() - t0
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    out = json.loads(lines[0][len("RESULT "):])
+    out = json.loads(lines[0][len("RESULT ") :])
     for case in ("sync_1", "sync_2", "first_save_ro", "async"):
         r = out[case]
         assert not r.get("hung"), case
@@ -150,9 +166,16 @@ EXITS = {  # how -> (exit status, value of "v" loaded afterwards, what stderr mu
 def exits(tmp_path_factory):
     """Every exit path of exit_paths.py, run side by side (each subprocess mostly waits)."""
     d = tmp_path_factory.mktemp("exits")
-    procs = {how: subprocess.Popen([sys.executable, os.path.join(SCRIPTS, "exit_paths.py"), str(d / how), how],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-             for how in EXITS}
+    procs = {
+        how: subprocess.Popen(
+            [sys.executable, os.path.join(SCRIPTS, "exit_paths.py"), str(d / how), how],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+        )
+        for how in EXITS
+    }
     t0, out = time.monotonic(), {}
     for how, p in procs.items():
         try:
@@ -242,15 +265,26 @@ def test_loads_while_another_process_saves_never_fail(tmp_path):
     """A real race, bounded: a subprocess overwrites the checkpoint in a loop while this process loads it."""
     c = str(tmp_path / "c")
     lf.save({"tag": "A", "v": lf.full((50,), 1.0)}, c)
-    writer = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time, lazyflow as lf\n"
-        "end = time.monotonic() + 3\n"
-        "i = 0\n"
-        "print('ready', flush=True)\n"
-        "while time.monotonic() < end:\n"
-        "    i += 1\n"
-        "    lf.save({'tag': 'AB'[i % 2], 'v': lf.full((50,), float(i % 2 + 1))}, sys.argv[1])\n"
-        "print(i, flush=True)\n"), c], stdout=subprocess.PIPE, text=True, env=ENV)
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time, lazyflow as lf\n"
+                "end = time.monotonic() + 3\n"
+                "i = 0\n"
+                "print('ready', flush=True)\n"
+                "while time.monotonic() < end:\n"
+                "    i += 1\n"
+                "    lf.save({'tag': 'AB'[i % 2], 'v': lf.full((50,), float(i % 2 + 1))}, sys.argv[1])\n"
+                "print(i, flush=True)\n"
+            ),
+            c,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         assert writer.stdout.readline().strip() == "ready"
         loads, deadline = 0, time.monotonic() + 2
@@ -275,8 +309,9 @@ def test_long_checkpoint_names_save_and_load(tmp_path, name):
     lf.save({"v": lf.full((3,), 1.0)}, c)
     lf.save({"v": lf.full((3,), 2.0)}, c)
     assert _v(c) == [2.0] * 3
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     leftover = tmp_path / (_layout.staging_prefix(name) + f"{dead}-1-aa")
     leftover.mkdir()
     assert len(leftover.name.encode()) <= 255

@@ -83,12 +83,15 @@ def _np_state(sd):
     return {k: np.asarray(v.numpy()) for k, v in sd.items()}
 
 
-@pytest.mark.parametrize("first,then,kind", [
-    ("graph", "eager", "sgd"),
-    ("eager", "graph", "adam"),
-    ("compiled", "graph", "sgd"),
-    ("graph", "compiled", "adam"),
-])
+@pytest.mark.parametrize(
+    "first,then,kind",
+    [
+        ("graph", "eager", "sgd"),
+        ("eager", "graph", "adam"),
+        ("compiled", "graph", "sgd"),
+        ("graph", "compiled", "adam"),
+    ],
+)
 def test_resumed_training_continues_the_uninterrupted_trajectory(tmp_path, first, then, kind):
     init = _np_state(make(nn).state_dict())
     ref_state, ref_losses = torch_reference(init, kind, N_BEFORE + N_AFTER)
@@ -120,8 +123,10 @@ def test_every_mode_saves_the_same_layout_and_loads_into_every_other(tmp_path):
         sd = (lf.compile(model) if mode == "compiled" else model).state_dict()
         paths[mode] = tmp_path / mode
         lf.save({"model": sd, "optim": opt.state_dict()}, paths[mode])
-    listings = {m: [(i.key, i.shape, i.dtype, i.kind, i.storage) for i in lf.checkpoint.inspect(p).values()]
-                for m, p in paths.items()}
+    listings = {
+        m: [(i.key, i.shape, i.dtype, i.kind, i.storage) for i in lf.checkpoint.inspect(p).values()]
+        for m, p in paths.items()
+    }
     assert listings["eager"] == listings["compiled"] == listings["graph"]
     keys = [k for k, *_ in listings["eager"]]
     assert "model.1.running_mean" in keys and "optim.state.0.momentum_buffer" in keys
@@ -139,5 +144,6 @@ def test_every_mode_saves_the_same_layout_and_loads_into_every_other(tmp_path):
             for k, v in model.state_dict().items():
                 np.testing.assert_array_equal(v.numpy(), ck["model"][k].numpy(), err_msg=f"{src}->{dst}:{k}")
             for i, st in opt.state_dict()["state"].items():
-                np.testing.assert_array_equal(st["momentum_buffer"].numpy(),
-                                              ck["optim"]["state"][i]["momentum_buffer"].numpy())
+                np.testing.assert_array_equal(
+                    st["momentum_buffer"].numpy(), ck["optim"]["state"][i]["momentum_buffer"].numpy()
+                )

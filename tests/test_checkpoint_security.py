@@ -26,8 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = os.path.join(HERE, "_ckpt_scripts")
 sys.path.insert(0, SCRIPTS)
 
-from gadgets import P5, g, gadgets, s  # noqa: E402
-from hostile_meta import CASES  # noqa: E402
+from gadgets import P5, g, gadgets, s
+from hostile_meta import CASES
 
 GADGETS = gadgets("@")
 LIVE = [n for n, (_, live, _) in GADGETS.items() if live]
@@ -35,11 +35,17 @@ LIVE = [n for n, (_, live, _) in GADGETS.items() if live]
 
 def _run(script: str, mode: list[str], tmp, timeout: int) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), SCRIPTS] + sys.path)}
-    proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, script), *mode, str(tmp)], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=SCRIPTS)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(SCRIPTS, script), *mode, str(tmp)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=SCRIPTS,
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, f"{script} {mode} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +72,11 @@ def test_gadget_is_refused_by_every_loader_without_running(fired, name):
     assert not r["ran"], f"{name} ran its code"
     assert set(r["results"]) == {"loads", "load_record", "lf.load(structure)", "lf.load(record)", "inspect(record)"}
     for path, (cls, msg, is_checkpoint_error, is_unpickling_error) in r["results"].items():
-        assert (cls, is_checkpoint_error, is_unpickling_error) == ("CheckpointUnpicklingError", True, True), \
-            (path, cls, msg)
+        assert (cls, is_checkpoint_error, is_unpickling_error) == ("CheckpointUnpicklingError", True, True), (
+            path,
+            cls,
+            msg,
+        )
     for path in ("loads", "lf.load(structure)"):
         assert re.search(GADGETS[name][2], r["results"][path][1]), (path, r["results"][path][1])
     assert re.search(r"checkpoint '.*'", r["results"]["inspect(record)"][1])
@@ -110,18 +119,43 @@ def _legit_values():
     import ml_dtypes
 
     return {
-        "scalars": [np.float32(1.5), np.float64(-2.25), np.int8(-3), np.uint8(250), np.int64(2**62), np.bool_(True),
-                    np.float16(0.5), np.complex64(1 + 2j), np.uint64(2**64 - 1), np.array(1.0, ml_dtypes.bfloat16)[()]],
-        "dtypes": [np.dtype("f4"), np.dtype(">f8"), np.dtype("<i2"), np.dtype("?"), np.dtype(ml_dtypes.bfloat16),
-                   np.dtype("c16")],
+        "scalars": [
+            np.float32(1.5),
+            np.float64(-2.25),
+            np.int8(-3),
+            np.uint8(250),
+            np.int64(2**62),
+            np.bool_(True),
+            np.float16(0.5),
+            np.complex64(1 + 2j),
+            np.uint64(2**64 - 1),
+            np.array(1.0, ml_dtypes.bfloat16)[()],
+        ],
+        "dtypes": [
+            np.dtype("f4"),
+            np.dtype(">f8"),
+            np.dtype("<i2"),
+            np.dtype("?"),
+            np.dtype(ml_dtypes.bfloat16),
+            np.dtype("c16"),
+        ],
         "types": [int, float, np.float32, np.int64, ml_dtypes.bfloat16, Ellipsis, NotImplemented],
-        "od": od, "dd": collections.defaultdict(list, {"k": [1]}), "dq": collections.deque([1, 2], maxlen=5),
-        "dq0": collections.deque([3]), "slice": slice(1, None, 2), "range": range(0, 10, 3), "complex": 1 - 2.5j,
-        "bytes": b"\x00" * 300, "ba": bytearray(b"xyz"), "set": {1, (2, 3)}, "fs": frozenset({"a", (1,)}),
+        "od": od,
+        "dd": collections.defaultdict(list, {"k": [1]}),
+        "dq": collections.deque([1, 2], maxlen=5),
+        "dq0": collections.deque([3]),
+        "slice": slice(1, None, 2),
+        "range": range(0, 10, 3),
+        "complex": 1 - 2.5j,
+        "bytes": b"\x00" * 300,
+        "ba": bytearray(b"xyz"),
+        "set": {1, (2, 3)},
+        "fs": frozenset({"a", (1,)}),
         "big": [2**100, -(2**70), float("inf"), -0.0, "é\U0001f600" * 100, "x" * 70000],
         "keys": {(1, (2, (3,))): "tuple key", frozenset({1}): "fs key", None: 0, 1.5: 1},
         "lf": [lf.float32, lf.bfloat16, lf.Device("cpu"), lf.Device("cuda", 1)],
-        "rec": rec, "tup": tup,
+        "rec": rec,
+        "tup": tup,
     }
 
 
@@ -140,8 +174,16 @@ def test_weights_only_loads_what_plain_pickle_loads(protocol):
 
 def test_a_dtype_state_never_changes_numpy_shared_dtypes():
     """numpy.dtype('f4', False, False) is numpy's singleton; a BUILD with another byte order must not reach it."""
-    payload = (P5 + g("numpy", "dtype") + b"(" + s("f4") + b"\x89\x89tR" + b"(K\x03" + s(">")
-               + b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb.")
+    payload = (
+        P5
+        + g("numpy", "dtype")
+        + b"("
+        + s("f4")
+        + b"\x89\x89tR"
+        + b"(K\x03"
+        + s(">")
+        + b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb."
+    )
     before = np.dtype("f4").str
     out = _unpickler.loads(payload)
     assert out.str == ">f4" and out is not np.dtype("f4")
@@ -157,8 +199,10 @@ def test_add_safe_globals_trusts_exactly_the_registered_names():
     try:
         out = _unpickler.loads(data)  # the exact registered dotted name resolves to the registered object
         assert out["n"].v == 3 and out["s"] == _Slots(1, [2])
-        assert "tests.test_checkpoint_security._Slots" in _allowlist.allowed_globals() or \
-            "test_checkpoint_security._Slots" in _allowlist.allowed_globals()
+        assert (
+            "tests.test_checkpoint_security._Slots" in _allowlist.allowed_globals()
+            or "test_checkpoint_security._Slots" in _allowlist.allowed_globals()
+        )
         with pytest.raises(lf.CheckpointUnpicklingError, match="dotted"):  # but nothing is walked from it
             _unpickler.loads(P5 + g(_Slots.__module__, "_Slots.__init__.__globals__") + b".")
     finally:
@@ -177,7 +221,7 @@ def test_random_damage_to_a_pickle_raises_checkpoint_errors_only():
     for i in range(400):
         bad = bytearray(data)
         if i % 4 == 0:
-            bad = bad[:rng.randrange(len(bad))]
+            bad = bad[: rng.randrange(len(bad))]
         else:
             for _ in range(rng.randint(1, 3)):
                 bad[rng.randrange(2, len(bad))] = rng.randrange(256)
@@ -217,19 +261,23 @@ DOC = os.path.join(os.path.dirname(HERE), "docs", "checkpoint-format.md")
 
 def _threat_model() -> str:
     text = open(DOC).read()
-    return text[text.index("## Threat model"):]
+    return text[text.index("## Threat model") :]
 
 
 def test_the_documented_allowlist_is_the_allowlist():
     """docs/checkpoint-format.md lists every global a weights_only load resolves, and nothing else."""
     section = _threat_model()
-    listed = section[section.index("The full list"):section.index("* calls (`REDUCE`)")]
+    listed = section[section.index("The full list") : section.index("* calls (`REDUCE`)")]
     names = set()
     for module, words in re.findall(r"`(\w+)`: `([^`]+)`", listed):  # `module`: `name name ...`
         names |= {f"{module}.{w}" for w in words.split()}
     names |= {n for n in re.findall(r"`([\w.]+\.\w+)`", listed) if n.count(".") >= 1 and " " not in n}
-    names -= {"lf.checkpoint.add_safe_globals", "lf.checkpoint._allowlist.allowed_globals", "numpy.bool_",
-              "module.qualname"}
+    names -= {
+        "lf.checkpoint.add_safe_globals",
+        "lf.checkpoint._allowlist.allowed_globals",
+        "numpy.bool_",
+        "module.qualname",
+    }
     actual = {n.replace("numpy.bool_", "numpy.bool") for n in _allowlist.allowed_globals()}
     assert names == actual
 

@@ -231,12 +231,21 @@ FROM_MULTI = COMMON + textwrap.dedent("""
 
 
 def _run_multi(script: str, path: str) -> str:
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
-           "PYTHONPATH": os.pathsep.join(sys.path), "JAX_PLATFORMS": "cpu"}
+    env = {
+        **os.environ,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "JAX_PLATFORMS": "cpu",
+    }
     with open(path + "_script.py", "w") as f:
         f.write(script)
-    p = subprocess.run([sys.executable, "-m", "lazyflow.distributed.run", "--nproc", "2", path + "_script.py", path],
-                       capture_output=True, text=True, env=env, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "lazyflow.distributed.run", "--nproc", "2", path + "_script.py", path],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     if p.returncode != 0:
         raise AssertionError(f"multi-process run failed:\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
     oks = [line.split("] ", 1)[1] for line in p.stdout.splitlines() if "] OK " in line]
@@ -244,8 +253,12 @@ def _run_multi(script: str, path: str) -> str:
 
 
 def _run(script: str, path: str, devices: int) -> str:
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
-           "PYTHONPATH": os.pathsep.join(sys.path), "JAX_PLATFORMS": "cpu"}
+    env = {
+        **os.environ,
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "JAX_PLATFORMS": "cpu",
+    }
     p = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, env=env, timeout=300)
     if p.returncode != 0:
         raise AssertionError(f"subprocess failed:\n{p.stdout}\n{p.stderr[-4000:]}")
@@ -260,14 +273,28 @@ def results(tmp_path_factory):
     return {line.split()[1] for line in out.splitlines() if line.startswith("OK ")}
 
 
-@pytest.mark.parametrize("check", [
-    "saved_without_gather", "inspect_lists_saved_sharding", "one_checksum_per_saved_shard",
-    "load_with_saved_sharding", "load_onto_another_mesh_and_partitioning", "load_with_one_sharding_for_all",
-    "load_onto_one_device", "partial_load_of_a_sharded_tensor", "async_save_of_sharded_tensor",
-    "missing_devices_named", "fewer_devices_onto_one_device", "fewer_devices_onto_a_smaller_mesh",
-    "corrupted_shard_names_its_tensor", "multi_process_save_and_load", "multi_process_load_onto_local_device",
-    "multi_process_async_save", "single_process_checkpoint_loaded_by_two_processes",
-    "multi_process_checkpoint_loaded_by_one_process",
-])
+@pytest.mark.parametrize(
+    "check",
+    [
+        "saved_without_gather",
+        "inspect_lists_saved_sharding",
+        "one_checksum_per_saved_shard",
+        "load_with_saved_sharding",
+        "load_onto_another_mesh_and_partitioning",
+        "load_with_one_sharding_for_all",
+        "load_onto_one_device",
+        "partial_load_of_a_sharded_tensor",
+        "async_save_of_sharded_tensor",
+        "missing_devices_named",
+        "fewer_devices_onto_one_device",
+        "fewer_devices_onto_a_smaller_mesh",
+        "corrupted_shard_names_its_tensor",
+        "multi_process_save_and_load",
+        "multi_process_load_onto_local_device",
+        "multi_process_async_save",
+        "single_process_checkpoint_loaded_by_two_processes",
+        "multi_process_checkpoint_loaded_by_one_process",
+    ],
+)
 def test_sharded(results, check):
     assert check in results

@@ -106,8 +106,8 @@ def test_module_forward_grads_and_buffers_match_eager():
     lf.manual_seed(7)
     y_ref = ref(x)
     np.testing.assert_allclose(_np(y), _np(y_ref), rtol=1e-5, atol=1e-6)
-    (y ** 2).sum().backward()
-    (y_ref ** 2).sum().backward()
+    (y**2).sum().backward()
+    (y_ref**2).sum().backward()
     for (n, p), (_, q) in zip(m.named_parameters(), ref.named_parameters()):
         np.testing.assert_allclose(_np(p.grad), _np(q.grad), rtol=1e-5, atol=1e-6, err_msg=n)
     assert int(m.fc.calls.item()) == 1 == int(ref.fc.calls.item())
@@ -211,13 +211,14 @@ def test_wrapper_prefixed_keys_load_with_a_report(prefix):
     assert res.missing_keys == [] and res.unexpected_keys == []
     assert any(prefix in str(x.message) for x in w)
     np.testing.assert_array_equal(_np(m.fc.weight), _np(src.fc.weight))
-    half = dict(list(sd.items())[:2]) | {k[len(prefix):]: v for k, v in list(sd.items())[2:]}
+    half = dict(list(sd.items())[:2]) | {k[len(prefix) :]: v for k, v in list(sd.items())[2:]}
     with pytest.raises(lf.CheckpointError):
         cm.load_state_dict(half)
 
 
 def test_torch_compile_fails_both_ways_where_lazyflow_does_not():
     import torch
+
     tm = torch.nn.Linear(3, 2)
     opt_mod = torch.compile(tm)
     assert list(opt_mod.state_dict()) == ["_orig_mod.weight", "_orig_mod.bias"]

@@ -50,9 +50,14 @@ class Squares(Dataset):
 
     def __getitem__(self, i):
         info = get_worker_info()
-        return {"x": np.full(self.shape, i * i, np.float32), "i": i,
-                "worker": -1 if info is None else info.id, "pid": os.getpid(),
-                "rand": float(np.random.random()), "init": _INIT_MARK[0]}
+        return {
+            "x": np.full(self.shape, i * i, np.float32),
+            "i": i,
+            "worker": -1 if info is None else info.id,
+            "pid": os.getpid(),
+            "rand": float(np.random.random()),
+            "init": _INIT_MARK[0],
+        }
 
 
 class Failing(Dataset):
@@ -152,9 +157,16 @@ def test_default_collate_matches_torch(batch):
     assert _np(default_collate(batch)) == _np(torch_collate(batch))
 
 
-@pytest.mark.parametrize("sample", [
-    {"a": np.arange(3), "b": (np.float32(2.0), "s")}, [np.zeros(2), 3], np.arange(4.0), "text", 7,
-])
+@pytest.mark.parametrize(
+    "sample",
+    [
+        {"a": np.arange(3), "b": (np.float32(2.0), "s")},
+        [np.zeros(2), 3],
+        np.arange(4.0),
+        "text",
+        7,
+    ],
+)
 def test_default_convert_matches_torch(sample):
     from torch.utils.data import default_convert as torch_convert
 
@@ -262,8 +274,13 @@ def test_loader_single_process_matches_torch():
     import torch.utils.data as tud
 
     ds = Squares(10)
-    for kwargs in [dict(batch_size=4), dict(batch_size=4, drop_last=True), dict(batch_size=None),
-                   dict(batch_sampler=[[3, 1], [0, 2, 4]]), dict(batch_size=3, collate_fn=lambda b: len(b))]:
+    for kwargs in [
+        dict(batch_size=4),
+        dict(batch_size=4, drop_last=True),
+        dict(batch_size=None),
+        dict(batch_sampler=[[3, 1], [0, 2, 4]]),
+        dict(batch_size=3, collate_fn=lambda b: len(b)),
+    ]:
         mine = [_np(_strip(b)) for b in DataLoader(ds, **kwargs)]
         theirs = [_np(_strip(b)) for b in tud.DataLoader(ds, **kwargs)]
         assert mine == theirs, kwargs
@@ -278,8 +295,9 @@ def _strip(batch):
 
 def test_loader_shuffle_is_seeded():
     ds = Squares(20)
-    order = lambda seed: [b["i"].tolist() for b in DataLoader(  # noqa: E731
-        ds, batch_size=5, shuffle=True, generator=lf.Generator().manual_seed(seed))]
+    order = lambda seed: [
+        b["i"].tolist() for b in DataLoader(ds, batch_size=5, shuffle=True, generator=lf.Generator().manual_seed(seed))
+    ]
     a = order(0)
     assert a == order(0) and a != order(1) and sorted(sum(a, [])) == list(range(20))
 
@@ -296,15 +314,18 @@ def test_iterable_dataset_single_process():
     assert [b.tolist() for b in DataLoader(Stream(7), batch_size=3, drop_last=True)] == [[0, 1, 2], [3, 4, 5]]
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(num_workers=-1), "num_workers option should be non-negative"),
-    (dict(timeout=-1), "timeout option should be non-negative"),
-    (dict(prefetch_factor=2), "prefetch_factor option could only be specified"),
-    (dict(persistent_workers=True), "persistent_workers option needs num_workers > 0"),
-    (dict(shuffle=True, sampler=SequentialSampler(range(4))), "mutually exclusive with shuffle"),
-    (dict(batch_sampler=[[0]], batch_size=2), "batch_sampler option is mutually exclusive"),
-    (dict(batch_size=None, drop_last=True), "disables auto-batching"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(num_workers=-1), "num_workers option should be non-negative"),
+        (dict(timeout=-1), "timeout option should be non-negative"),
+        (dict(prefetch_factor=2), "prefetch_factor option could only be specified"),
+        (dict(persistent_workers=True), "persistent_workers option needs num_workers > 0"),
+        (dict(shuffle=True, sampler=SequentialSampler(range(4))), "mutually exclusive with shuffle"),
+        (dict(batch_sampler=[[0]], batch_size=2), "batch_sampler option is mutually exclusive"),
+        (dict(batch_size=None, drop_last=True), "disables auto-batching"),
+    ],
+)
 def test_loader_invalid_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
         DataLoader(Squares(4), **kwargs)
@@ -319,14 +340,21 @@ def test_iterable_dataset_rejects_shuffle():
 def test_workers_keep_order_seed_and_init():
     ds = Squares(23, shape=(64, 64))
     ref = [b["i"].tolist() for b in DataLoader(ds, batch_size=4)]
-    loader = DataLoader(ds, batch_size=4, num_workers=2, worker_init_fn=_init,
-                        generator=lf.Generator().manual_seed(5), persistent_workers=True)
+    loader = DataLoader(
+        ds,
+        batch_size=4,
+        num_workers=2,
+        worker_init_fn=_init,
+        generator=lf.Generator().manual_seed(5),
+        persistent_workers=True,
+    )
     epochs = [list(loader) for _ in range(2)]
     for batches in epochs:
         assert [b["i"].tolist() for b in batches] == ref
         for b in batches:  # arrays travelled through shared memory intact
-            np.testing.assert_array_equal(b["x"].numpy(), (b["i"].numpy() ** 2)[:, None, None]
-                                          * np.ones((1, 64, 64), np.float32))
+            np.testing.assert_array_equal(
+                b["x"].numpy(), (b["i"].numpy() ** 2)[:, None, None] * np.ones((1, 64, 64), np.float32)
+            )
             assert b["x"].dtype is lf.float32 and b["i"].dtype is lf.int64
     first = epochs[0]
     assert [b["worker"].tolist() for b in first[:2]] == [[0] * 4, [1] * 4]  # round robin
@@ -401,8 +429,7 @@ def test_ragged_batches_custom_collate_and_iterable_workers():
 def test_lazyflow_tensors_in_workers():
     x = lf.arange(12, dtype=lf.float32).reshape(6, 2)
     ds = TensorDataset(x, lf.arange(6))
-    batches = list(DataLoader(ds, batch_size=4, num_workers=1, shuffle=True,
-                              generator=lf.Generator().manual_seed(0)))
+    batches = list(DataLoader(ds, batch_size=4, num_workers=1, shuffle=True, generator=lf.Generator().manual_seed(0)))
     seen = sum((b[1].tolist() for b in batches), [])
     assert sorted(seen) == list(range(6))
     for xb, yb in batches:
@@ -449,14 +476,14 @@ def _shm_held(pid):
         for line in f:
             path = line.split(None, 5)[5].strip() if len(line.split(None, 5)) == 6 else ""
             if path.startswith("/dev/shm/"):
-                names.add(path[len("/dev/shm/"):].removesuffix(" (deleted)"))
+                names.add(path[len("/dev/shm/") :].removesuffix(" (deleted)"))
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
         if target.startswith("/dev/shm/"):
-            names.add(target[len("/dev/shm/"):].removesuffix(" (deleted)"))
+            names.add(target[len("/dev/shm/") :].removesuffix(" (deleted)"))
     return names
 
 
@@ -474,8 +501,9 @@ def test_workers_exit_when_the_main_process_is_killed(tmp_path):
     script.write_text(_ORPHAN_SCRIPT)
     root = os.path.dirname(os.path.dirname(os.path.abspath(lf.__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     workers, servers = [], set()
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 120)

@@ -20,7 +20,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_dist_scripts"))
-import _checks  # noqa: E402
+import _checks
 
 SCRIPT = "mesh8.py"
 

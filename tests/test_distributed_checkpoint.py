@@ -28,16 +28,24 @@ import lazyflow as lf
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "_dist_scripts"))
-import _checks  # noqa: E402
+import _checks
 
 ENV = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
 
 
 def _launch(*args):
-    cmd = [sys.executable, "-m", "lazyflow.distributed.run", "--nproc", "2",
-           os.path.join(HERE, "_dist_scripts", "ck_save.py"), *args]
-    return subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=os.path.dirname(HERE))
+    cmd = [
+        sys.executable,
+        "-m",
+        "lazyflow.distributed.run",
+        "--nproc",
+        "2",
+        os.path.join(HERE, "_dist_scripts", "ck_save.py"),
+        *args,
+    ]
+    return subprocess.Popen(
+        cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=os.path.dirname(HERE)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -66,11 +74,21 @@ def test_metadata_written_once_by_process_0(saved):
 
 
 EXPECTED_CHECKS = {
-    1: ["saving_processes_recorded", "the_saved_values_match", "one_device_needs_a_placement",
-        "one_device_same_values", "one_device_resumes_the_trajectory", "each_process_wrote_only_its_own_shards",
-        "corrupted_shard_raises_checkpoint_error"],
-    4: ["saving_processes_recorded", "the_saved_values_match", "four_devices_same_values_resharded",
-        "four_devices_resume_fsdp_training"],
+    1: [
+        "saving_processes_recorded",
+        "the_saved_values_match",
+        "one_device_needs_a_placement",
+        "one_device_same_values",
+        "one_device_resumes_the_trajectory",
+        "each_process_wrote_only_its_own_shards",
+        "corrupted_shard_raises_checkpoint_error",
+    ],
+    4: [
+        "saving_processes_recorded",
+        "the_saved_values_match",
+        "four_devices_same_values_resharded",
+        "four_devices_resume_fsdp_training",
+    ],
 }
 
 
@@ -124,4 +142,3 @@ def test_killed_rank_leaves_old_or_new_checkpoint(tmp_path):
         assert p.returncode == 128 + signal.SIGKILL, (p.returncode, rest[-3000:])
         assert f"[launcher] rank {victim} exited with status 137" in rest, rest[-3000:]
         assert _consistent(path) in ("A", "B"), f"victim {victim}, killed {delay:.3f} s after its 2nd save"
-

@@ -25,10 +25,19 @@ SCRIPTS = os.path.join(HERE, "_dist_scripts")
 
 def _launch(nproc, script, *args, devices=2, flags=()):
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
-    cmd = [sys.executable, "-m", "lazyflow.distributed.run", "--nproc", str(nproc), *flags,
-           os.path.join(SCRIPTS, script), *args]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=os.path.dirname(HERE))
+    cmd = [
+        sys.executable,
+        "-m",
+        "lazyflow.distributed.run",
+        "--nproc",
+        str(nproc),
+        *flags,
+        os.path.join(SCRIPTS, script),
+        *args,
+    ]
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=os.path.dirname(HERE)
+    )
 
 
 def _run(nproc, script, *args, timeout=240, **kw):
@@ -75,15 +84,22 @@ def test_two_processes_match_reference_and_one_device(training, run):
 def test_two_process_placements(training):
     for rank in (0, 1):
         assert set(training[rank]["adam/dp"]["specs"].values()) == {"P()"}
-        assert training[rank]["adam/fsdp"]["specs"] == {"0.weight": "P('data', None)", "0.bias": "P('data',)",
-                                                        "2.weight": "P(None, 'data')", "2.bias": "P()"}
+        assert training[rank]["adam/fsdp"]["specs"] == {
+            "0.weight": "P('data', None)",
+            "0.bias": "P('data',)",
+            "2.weight": "P(None, 'data')",
+            "2.bias": "P()",
+        }
         assert set(training[rank]["adam/local"]["specs"].values()) == {"single"}
 
 
 # ------------------------------------------------------------------------------------------ launcher
 def _pids(out):
-    return {int(ln.split()[1][:-1]): int(ln.split()[-1]) for ln in out.splitlines()
-            if ln.startswith("[rank ") and "] pid " in ln}
+    return {
+        int(ln.split()[1][:-1]): int(ln.split()[-1])
+        for ln in out.splitlines()
+        if ln.startswith("[rank ") and "] pid " in ln
+    }
 
 
 def _gone(pid):
@@ -119,8 +135,16 @@ def test_launcher_multi_host_flags_on_loopback():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    flags = lambda node: ("--nnodes", "2", "--node-rank", str(node), "--master-addr", "127.0.0.1",  # noqa: E731
-                          "--master-port", str(port))
+    flags = lambda node: (
+        "--nnodes",
+        "2",
+        "--node-rank",
+        str(node),
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+    )
     p1 = _launch(1, "mp_misc.py", "gather", devices=1, flags=flags(1))
     code0, out0, _ = _run(1, "mp_misc.py", "gather", devices=1, flags=flags(0), timeout=180)
     out1, _ = p1.communicate(timeout=60)

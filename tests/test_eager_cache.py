@@ -82,11 +82,20 @@ def _info():
 
 # --------------------------------------------------------------------------- hits and misses
 
+
 def test_cache_info_fields_and_clear_cache():
     info = _info()
     # new fields only ever go at the end: positional users keep working
-    assert info._fields == ("hits", "misses", "evictions", "currsize", "maxsize", "backward_compiles", "currbytes",
-                            "maxbytes")
+    assert info._fields == (
+        "hits",
+        "misses",
+        "evictions",
+        "currsize",
+        "maxsize",
+        "backward_compiles",
+        "currbytes",
+        "maxbytes",
+    )
     assert info.hits == info.misses == info.evictions == info.currsize == info.currbytes == 0
     lf.neg(_np_tensor(3))
     assert _info().currsize == 1 and _info().misses == 1
@@ -123,8 +132,14 @@ def test_public_function_repeated_is_a_hit():
 
 def test_new_shape_or_dtype_is_a_miss():
     f = Counting()
-    signatures = [_np_tensor(2), _np_tensor(3), _np_tensor(2, 1), _np_tensor(2, dtype=np.float64),
-                  _np_tensor(2, dtype=np.int32), _np_tensor(2, dtype=np.int64)]
+    signatures = [
+        _np_tensor(2),
+        _np_tensor(3),
+        _np_tensor(2, 1),
+        _np_tensor(2, dtype=np.float64),
+        _np_tensor(2, dtype=np.int32),
+        _np_tensor(2, dtype=np.int64),
+    ]
     for i, x in enumerate(signatures, 1):
         f(x)
         assert _info().misses == i and f.traces == i
@@ -178,11 +193,11 @@ def test_setitem_slice_loop_uses_one_entry(traced):
     vals = [lf.full((2, 2), float(i)) for i in range(n - 1)]
     lf.eager.clear_cache()
     for i in range(n - 1):
-        v[i:i + 2] = vals[i]
+        v[i : i + 2] = vals[i]
     assert _info().currsize == 1 and counts["setitem"] == 1 and _info().hits == n - 2
     expected = np.zeros((n, 2))
     for i in range(n - 1):
-        expected[i:i + 2] = i
+        expected[i : i + 2] = i
     np.testing.assert_array_equal(v.numpy(), expected)
 
 
@@ -199,7 +214,7 @@ def test_getitem_int_and_slice_loops_use_one_entry_each(traced):
     counts = traced("getitem")
     v = _np_tensor(20, 3)
     rows = [v[i] for i in range(20)]
-    windows = [v[i:i + 4] for i in range(16)]
+    windows = [v[i : i + 4] for i in range(16)]
     assert counts["getitem"] == 2 and _info().currsize == 2
     np.testing.assert_array_equal(rows[7].numpy(), np.arange(60).reshape(20, 3)[7])
     np.testing.assert_array_equal(windows[9].numpy(), np.arange(60).reshape(20, 3)[9:13])
@@ -270,6 +285,7 @@ def test_default_dtype_and_the_cache_agree_across_threads():
 
 # --------------------------------------------------------------------------- key form and hash dispersion
 
+
 def _real_key_families():
     """Run structured families of ops so the cache holds their real keys."""
     for n in range(1, 17):  # sequential shapes
@@ -317,16 +333,18 @@ def test_structured_key_families_disperse_over_buckets():
     _np_tensor(2, 3).sum(dim=0)
     op_neg, _, (_, dt, pid) = _template("neg")
     op_sum = _template("sum")[0]
-    dtypes = [lf.float16, lf.bfloat16, lf.float32, lf.float64, lf.int8, lf.int16, lf.int32, lf.int64,
-              lf.uint8, lf.bool]
+    dtypes = [lf.float16, lf.bfloat16, lf.float32, lf.float64, lf.int8, lf.int16, lf.int32, lf.int64, lf.uint8, lf.bool]
     keys = set()
     keys.update((op_neg, (), ((n,), dt, pid)) for n in range(1, 4097))  # sequential shapes
     keys.update((op_neg, (), ((i, j), dt, pid)) for i in range(1, 65) for j in range(1, 65))
     keys.update((op_neg, (), (p, dt, pid)) for p in itertools.permutations((1, 2, 3, 4, 5, 6, 7)))  # permuted
     keys.update((op_neg, (), ((n, 8), d, pid)) for n in range(1, 257) for d in dtypes)  # all dtypes
     keys.update((op_sum, ((d,), kd, None), ((4, 5, 6, 7), dt, pid)) for d in range(4) for kd in (False, True))
-    keys.update((op_sum, ((a, b), False, None), ((n, 5, 6), dt, pid))  # many attribute values
-                for a, b in itertools.permutations(range(3), 2) for n in range(1, 300))
+    keys.update(
+        (op_sum, ((a, b), False, None), ((n, 5, 6), dt, pid))  # many attribute values
+        for a, b in itertools.permutations(range(3), 2)
+        for n in range(1, 300)
+    )
     keys.update((op_neg, (), ((n,), dt, pid), float, "donate") for n in range(1, 1025))
     n = len(keys)
     assert n > 15000
@@ -342,6 +360,7 @@ def test_structured_key_families_disperse_over_buckets():
 
 
 # --------------------------------------------------------------------------- bounded LRU
+
 
 def _present(f):
     return sorted(k[2][0][0] for k in cache_mod.entries if k[0] is f.op)
@@ -412,7 +431,7 @@ def test_bad_cache_limit_raises_value_error(bad):
 
 
 def test_default_limits_are_documented():
-    assert cache_mod.DEFAULT_CACHE_SIZE == 4096 and cache_mod.DEFAULT_CACHE_BYTES == 2 ** 30
+    assert cache_mod.DEFAULT_CACHE_SIZE == 4096 and cache_mod.DEFAULT_CACHE_BYTES == 2**30
     readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
     assert "4096" in readme and "LAZYFLOW_EAGER_CACHE_SIZE" in readme
     assert "1 GiB" in readme and "LAZYFLOW_EAGER_CACHE_BYTES" in readme and "set_cache_limit(bytes=" in readme
@@ -440,11 +459,11 @@ def test_environment_variable_bounds_the_cache():
     r = _child("5")
     assert r.returncode == 0, r.stderr
     limits, counts = r.stdout.split("\n")[:2]
-    assert [int(v) for v in limits.split()] == [5, 2 ** 30]
+    assert [int(v) for v in limits.split()] == [5, 2**30]
     assert [int(v) for v in counts.split()][:3] == [5, 12, 7]
     r = _child(None)
     assert r.returncode == 0, r.stderr
-    assert [int(v) for v in r.stdout.split("\n")[0].split()] == [4096, 2 ** 30]
+    assert [int(v) for v in r.stdout.split("\n")[0].split()] == [4096, 2**30]
 
 
 def test_environment_variable_bounds_the_bytes():
@@ -452,9 +471,9 @@ def test_environment_variable_bounds_the_bytes():
     r = _child("8M", "LAZYFLOW_EAGER_CACHE_BYTES")
     assert r.returncode == 0, r.stderr
     limits, counts = r.stdout.split("\n")[:2]
-    assert [int(v) for v in limits.split()] == [4096, 8 * 2 ** 20]
+    assert [int(v) for v in limits.split()] == [4096, 8 * 2**20]
     currsize, misses, evictions, currbytes = (int(v) for v in counts.split())
-    assert misses == 12 and 1 < currsize < 12 and evictions == 12 - currsize and currbytes <= 8 * 2 ** 20
+    assert misses == 12 and 1 < currsize < 12 and evictions == 12 - currsize and currbytes <= 8 * 2**20
 
 
 def test_bad_environment_variable_fails_at_import():
@@ -478,8 +497,10 @@ def test_environment_variable_parser_rejects_bad_values(raw, monkeypatch):
         cache_mod._env_limit()
 
 
-@pytest.mark.parametrize("raw,expected", [("4096", 4096), ("512M", 512 << 20), ("1G", 1 << 30), ("1GiB", 1 << 30),
-                                          ("64 kB", 64 << 10), ("2t", 2 << 40)])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [("4096", 4096), ("512M", 512 << 20), ("1G", 1 << 30), ("1GiB", 1 << 30), ("64 kB", 64 << 10), ("2t", 2 << 40)],
+)
 def test_bytes_environment_variable_accepts_units(raw, expected, monkeypatch):
     monkeypatch.setenv("LAZYFLOW_EAGER_CACHE_BYTES", raw)
     assert cache_mod._env_limit("LAZYFLOW_EAGER_CACHE_BYTES", 1, units=True) == expected
@@ -488,12 +509,14 @@ def test_bytes_environment_variable_accepts_units(raw, expected, monkeypatch):
 @pytest.mark.parametrize("raw", ["0", "0G", "-5M", "1.5G", "G", "abc", "", "12Q"])
 def test_bytes_environment_variable_rejects_bad_values(raw, monkeypatch):
     monkeypatch.setenv("LAZYFLOW_EAGER_CACHE_BYTES", raw)
-    with pytest.raises(lf.eager.CacheLimitError, match=f"LAZYFLOW_EAGER_CACHE_BYTES must be a positive integer of "
-                                                       f"bytes.*got {raw!r}"):
+    with pytest.raises(
+        lf.eager.CacheLimitError, match=f"LAZYFLOW_EAGER_CACHE_BYTES must be a positive integer of bytes.*got {raw!r}"
+    ):
         cache_mod._env_limit("LAZYFLOW_EAGER_CACHE_BYTES", 1, units=True)
 
 
 # --------------------------------------------------------------------------- byte budget
+
 
 def _cached_bytes():
     """The sum of every cached entry's estimate: what ``currbytes`` must equal."""
@@ -546,7 +569,7 @@ def test_shrinking_the_byte_budget_evicts_at_once_and_both_limits_apply():
     one = _info().currbytes // 6
     lf.eager.set_cache_limit(bytes=2 * one + one // 2)
     assert _info().evictions == 4 and _present(f) == [14, 15] and _info().currbytes == _cached_bytes()
-    lf.eager.set_cache_limit(1, bytes=2 ** 40)  # the entry limit binds now
+    lf.eager.set_cache_limit(1, bytes=2**40)  # the entry limit binds now
     assert _present(f) == [15] and _info().evictions == 5
     lf.eager.set_cache_limit(50)
     f(xs[14])
@@ -607,7 +630,7 @@ def test_evicted_kernels_are_released(dtypes):
 
 
 def test_backward_kernels_are_charged_to_their_entry_and_released_with_it():
-    lf.eager.set_cache_limit(bytes=2 ** 40)
+    lf.eager.set_cache_limit(bytes=2**40)
     x = lf.tensor(np.linspace(-1.0, 1.0, 6), requires_grad=True)
     y = lf.tanh(x)
     (tanh,) = [e for k, e in cache_mod.entries.items() if k[0] is REGISTRY["tanh"]]
@@ -665,21 +688,24 @@ def test_resident_memory_stays_within_the_byte_budget():
     r = subprocess.run([sys.executable, "-c", _RSS_CHILD], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     growth, misses, evictions, currbytes, maxbytes = (int(v) for v in r.stdout.split())
-    print(f"RSS grew {growth / 2 ** 20:.1f} MiB over {misses} misses")
-    assert misses == 48 and evictions >= 45 and currbytes <= maxbytes == 4 * 2 ** 20
-    assert growth < maxbytes + 12 * 2 ** 20, f"RSS grew {growth / 2 ** 20:.0f} MiB over 48 misses"
+    print(f"RSS grew {growth / 2**20:.1f} MiB over {misses} misses")
+    assert misses == 48 and evictions >= 45 and currbytes <= maxbytes == 4 * 2**20
+    assert growth < maxbytes + 12 * 2**20, f"RSS grew {growth / 2**20:.0f} MiB over 48 misses"
 
 
-@pytest.mark.parametrize("kwargs,error,match", [
-    (dict(bytes=0), lf.eager.CacheLimitError, "bytes must be a positive int, got 0; pass e.g. bytes="),
-    (dict(bytes=-(2 ** 30)), lf.eager.CacheLimitError, "bytes must be a positive int, got -1073741824"),
-    (dict(bytes=1.5e9), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got float 1500000000.0"),
-    (dict(bytes="1G"), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got str '1G'"),
-    (dict(bytes=True), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got bool True"),
-    (dict(n=0), lf.eager.CacheLimitError, "n must be a positive int, got 0"),
-    (dict(n=8, bytes=-1), lf.eager.CacheLimitError, "bytes must be a positive int, got -1"),
-    ({}, lf.eager.CacheLimitTypeError, "pass n \\(entries\\), bytes, or both"),
-])
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (dict(bytes=0), lf.eager.CacheLimitError, "bytes must be a positive int, got 0; pass e.g. bytes="),
+        (dict(bytes=-(2**30)), lf.eager.CacheLimitError, "bytes must be a positive int, got -1073741824"),
+        (dict(bytes=1.5e9), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got float 1500000000.0"),
+        (dict(bytes="1G"), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got str '1G'"),
+        (dict(bytes=True), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got bool True"),
+        (dict(n=0), lf.eager.CacheLimitError, "n must be a positive int, got 0"),
+        (dict(n=8, bytes=-1), lf.eager.CacheLimitError, "bytes must be a positive int, got -1"),
+        ({}, lf.eager.CacheLimitTypeError, "pass n \\(entries\\), bytes, or both"),
+    ],
+)
 def test_bad_limits_raise_named_errors_and_change_nothing(kwargs, error, match):
     f = Counting()
     for n in range(1, 4):
@@ -693,6 +719,7 @@ def test_bad_limits_raise_named_errors_and_change_nothing(kwargs, error, match):
 
 
 # --------------------------------------------------------------------------- backward kernels
+
 
 def test_second_identical_backward_compiles_nothing():
     xv = np.linspace(-1.0, 1.0, 6).reshape(2, 3)

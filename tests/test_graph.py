@@ -82,8 +82,13 @@ def test_graph_matches_eager_over_20_steps(name):
     for i in se["state"]:
         assert list(se["state"][i]) == list(sg["state"][i])
         for k in se["state"][i]:
-            np.testing.assert_allclose(_np(lf.as_tensor(se["state"][i][k])), _np(lf.as_tensor(sg["state"][i][k])),
-                                       rtol=1e-5, atol=1e-6, err_msg=f"{i}.{k}")
+            np.testing.assert_allclose(
+                _np(lf.as_tensor(se["state"][i][k])),
+                _np(lf.as_tensor(sg["state"][i][k])),
+                rtol=1e-5,
+                atol=1e-6,
+                err_msg=f"{i}.{k}",
+            )
     # SGD creates its momentum buffers at the first step (as torch does): one program for that step, one after
     info = step.cache_info()
     assert info.compiles == (2 if name == "sgd_momentum" else 1) and info.hits == 20 - info.compiles
@@ -115,7 +120,7 @@ def test_scheduler_steps_without_recompiling():
         x, y = _data(seed=i)
         _eager_step(m_e, o_e, x, y, sched=s_e)
         step(x, y)
-    assert o_g.param_groups[0]["lr"] == pytest.approx(0.2 * 0.5 ** 3)
+    assert o_g.param_groups[0]["lr"] == pytest.approx(0.2 * 0.5**3)
     _assert_same(m_e, m_g)
     assert step.cache_info().compiles == 1  # plain SGD: no lazily created state, and lr is a program input
 
@@ -240,8 +245,10 @@ def test_a_pending_async_checkpoint_keeps_what_it_saves(tmp_path):
     step = Step(m, opt)
     x, y = _data()
     step(x, y)
-    ref = {"model": {k: _np(v) for k, v in m.state_dict().items()},
-           "exp_avg": _np(opt.state_dict()["state"][0]["exp_avg"])}
+    ref = {
+        "model": {k: _np(v) for k, v in m.state_dict().items()},
+        "exp_avg": _np(opt.state_dict()["state"][0]["exp_avg"]),
+    }
     handle = lf.save({"model": m.state_dict(), "optim": opt.state_dict()}, tmp_path / "c", async_save=True)
     for _ in range(3):  # steps right away, while the save may still read the buffers
         step(x, y)
@@ -257,8 +264,13 @@ def test_a_pending_async_checkpoint_keeps_what_it_saves(tmp_path):
 class _ProtocolOnly:
     """An optimizer seen through its public functional protocol only: any other attribute raises."""
 
-    PUBLIC = ("param_groups", "functional_state", "functional_hyperparams", "functional_update",
-              "load_functional_state")
+    PUBLIC = (
+        "param_groups",
+        "functional_state",
+        "functional_hyperparams",
+        "functional_update",
+        "load_functional_state",
+    )
 
     def __init__(self, opt):
         object.__setattr__(self, "_opt", opt)
@@ -279,8 +291,9 @@ def test_graph_drives_the_optimizer_through_its_public_protocol_only():
         _eager_step(m_e, o_e, x, y)
         step(x, y)
     _assert_same(m_e, m_g)
-    np.testing.assert_allclose(_np(o_g.state_dict()["state"][0]["exp_avg"]),
-                               _np(o_e.state_dict()["state"][0]["exp_avg"]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        _np(o_g.state_dict()["state"][0]["exp_avg"]), _np(o_e.state_dict()["state"][0]["exp_avg"]), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_a_signature_change_retraces():

@@ -14,8 +14,12 @@ from lazyflow.nn import functional as F
 
 def test_concrete_values_need_eager_mode():
     x = lf.tensor([1.0, -2.0, 3.0])
-    for fn, what in ((lambda a: a * a.sum().item(), "item"), (lambda a: lf.tensor(a.numpy()), "numpy"),
-                     (lambda a: a * len(a.tolist()), "tolist"), (lambda a: a if a.sum() > 0 else -a, "bool")):
+    for fn, what in (
+        (lambda a: a * a.sum().item(), "item"),
+        (lambda a: lf.tensor(a.numpy()), "numpy"),
+        (lambda a: a * len(a.tolist()), "tolist"),
+        (lambda a: a if a.sum() > 0 else -a, "bool"),
+    ):
         fn(x)  # eager: fine
         with pytest.raises(lf.GraphError, match=what):
             lf.compile(fn)(x)

@@ -17,18 +17,40 @@ import lazyflow as lf
 X = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
 
 INDICES = {
-    "int": 1, "neg_int": -1, "two_ints": (2, -3), "three_ints": (0, 1, 4), "np_int": (np.int64(2),),
-    "int_tensor0d": (lf.tensor(1),), "slice": slice(1, None), "slice_neg_bounds": slice(-2, None),
-    "slice_out_of_bounds": slice(-100, 100), "empty_slice": slice(2, 1), "step": (slice(None), slice(None, None, 2)),
-    "step3_offset": (Ellipsis, slice(1, None, 3)), "neg_step": slice(None, None, -1),
-    "neg_step2": (slice(None, None, -2), 1, slice(None, None, -3)), "none": None, "none_mid": (slice(None), None, 1),
-    "nones": (None, 0, None, Ellipsis, None), "ellipsis": Ellipsis, "ellipsis_int": (Ellipsis, 2),
-    "int_ellipsis_int": (0, Ellipsis, -1), "list": [2, 0, 2], "list_neg": [-1, 0], "nested_list": ([[0, 1], [2, 2]],),
-    "array": (slice(None), np.array([3, 0])), "tensor": (slice(None), lf.tensor([[1], [2]])),
-    "two_lists": ([0, 2], [1, 3]), "lists_broadcast": ([[0], [2]], [1, 3]),
-    "separated_arrays": ([0, 1], slice(None), [4, 0]), "array_and_int": (1, [0, 2], [1, 3]),
-    "mask_full": (X > 30,), "mask_dim0": (np.array([True, False, True]),), "mask_2d": (X[:, :, 0] > 25,),
-    "mask_after_int": (0, X[0, :, 0] > 7), "mask_list": ([True, False, True],),
+    "int": 1,
+    "neg_int": -1,
+    "two_ints": (2, -3),
+    "three_ints": (0, 1, 4),
+    "np_int": (np.int64(2),),
+    "int_tensor0d": (lf.tensor(1),),
+    "slice": slice(1, None),
+    "slice_neg_bounds": slice(-2, None),
+    "slice_out_of_bounds": slice(-100, 100),
+    "empty_slice": slice(2, 1),
+    "step": (slice(None), slice(None, None, 2)),
+    "step3_offset": (Ellipsis, slice(1, None, 3)),
+    "neg_step": slice(None, None, -1),
+    "neg_step2": (slice(None, None, -2), 1, slice(None, None, -3)),
+    "none": None,
+    "none_mid": (slice(None), None, 1),
+    "nones": (None, 0, None, Ellipsis, None),
+    "ellipsis": Ellipsis,
+    "ellipsis_int": (Ellipsis, 2),
+    "int_ellipsis_int": (0, Ellipsis, -1),
+    "list": [2, 0, 2],
+    "list_neg": [-1, 0],
+    "nested_list": ([[0, 1], [2, 2]],),
+    "array": (slice(None), np.array([3, 0])),
+    "tensor": (slice(None), lf.tensor([[1], [2]])),
+    "two_lists": ([0, 2], [1, 3]),
+    "lists_broadcast": ([[0], [2]], [1, 3]),
+    "separated_arrays": ([0, 1], slice(None), [4, 0]),
+    "array_and_int": (1, [0, 2], [1, 3]),
+    "mask_full": (X > 30,),
+    "mask_dim0": (np.array([True, False, True]),),
+    "mask_2d": (X[:, :, 0] > 25,),
+    "mask_after_int": (0, X[0, :, 0] > 7),
+    "mask_list": ([True, False, True],),
     "tensor_mask": (lf.tensor(X[:, :, 0] > 10),),
     "array_none": ([0, 1], None, slice(1, 3)),
 }
@@ -43,6 +65,7 @@ def _for(lib, idx):
         if isinstance(i, list) and lib == "np":
             return np.asarray(i)
         return i
+
     return tuple(conv(i) for i in idx) if isinstance(idx, tuple) else conv(idx)
 
 
@@ -55,9 +78,27 @@ def test_getitem_matches_numpy(name):
     np.testing.assert_array_equal(got.numpy(), want)
 
 
-SETS = ["int", "neg_int", "two_ints", "three_ints", "slice", "step", "step3_offset", "neg_step2", "none_mid",
-        "ellipsis_int", "list", "array", "two_lists", "separated_arrays", "mask_full", "mask_dim0", "mask_2d",
-        "int_tensor0d", "empty_slice"]
+SETS = [
+    "int",
+    "neg_int",
+    "two_ints",
+    "three_ints",
+    "slice",
+    "step",
+    "step3_offset",
+    "neg_step2",
+    "none_mid",
+    "ellipsis_int",
+    "list",
+    "array",
+    "two_lists",
+    "separated_arrays",
+    "mask_full",
+    "mask_dim0",
+    "mask_2d",
+    "int_tensor0d",
+    "empty_slice",
+]
 
 
 @pytest.mark.parametrize("name", SETS)
@@ -66,8 +107,11 @@ def test_setitem_matches_numpy(name, value):
     idx = INDICES[name]
     want = X.copy()
     shape = want[_for("np", idx)].shape
-    v = {"scalar": -1.5, "broadcast_row": -np.arange(1, shape[-1] + 1, dtype=np.float32) if shape else -2.0,
-         "full": -np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)}[value]
+    v = {
+        "scalar": -1.5,
+        "broadcast_row": -np.arange(1, shape[-1] + 1, dtype=np.float32) if shape else -2.0,
+        "full": -np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape),
+    }[value]
     want[_for("np", idx)] = v
     t = lf.tensor(X)
     t[_for("lf", idx)] = lf.tensor(v) if isinstance(v, np.ndarray) else v

@@ -18,7 +18,7 @@ def _aligned(shape, fill=1.0, dtype=np.float32):
     n = int(np.prod(shape))
     raw = np.empty(n * np.dtype(dtype).itemsize + 64, np.uint8)
     off = (-raw.ctypes.data) % 64
-    a = raw[off:off + n * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
+    a = raw[off : off + n * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
     a[...] = np.arange(n, dtype=dtype).reshape(shape) + fill
     assert a.ctypes.data % 64 == 0
     return a
@@ -49,8 +49,9 @@ def source(request):
     return SOURCES[request.param]
 
 
-@pytest.mark.parametrize("make", [lf.tensor, lf.as_tensor, lf.from_numpy, lf.Tensor],
-                         ids=["tensor", "as_tensor", "from_numpy", "Tensor"])
+@pytest.mark.parametrize(
+    "make", [lf.tensor, lf.as_tensor, lf.from_numpy, lf.Tensor], ids=["tensor", "as_tensor", "from_numpy", "Tensor"]
+)
 def test_constructors_copy(source, make):
     owner, arr = source((4, 8))
     want = arr.copy()

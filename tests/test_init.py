@@ -25,9 +25,19 @@ def _moments_ok(values, mean, var, k=6.0):
     assert abs(values.var() - var) < k * var * math.sqrt(2.0 / n), (values.var(), var)
 
 
-@pytest.mark.parametrize("nonlinearity,param", [("linear", None), ("conv2d", None), ("sigmoid", None),
-                                                ("tanh", None), ("relu", None), ("leaky_relu", None),
-                                                ("leaky_relu", 0.2), ("selu", None)])
+@pytest.mark.parametrize(
+    "nonlinearity,param",
+    [
+        ("linear", None),
+        ("conv2d", None),
+        ("sigmoid", None),
+        ("tanh", None),
+        ("relu", None),
+        ("leaky_relu", None),
+        ("leaky_relu", 0.2),
+        ("selu", None),
+    ],
+)
 def test_calculate_gain_matches_torch(nonlinearity, param):
     assert init.calculate_gain(nonlinearity, param) == torch.nn.init.calculate_gain(nonlinearity, param)
 
@@ -41,8 +51,9 @@ def test_calculate_gain_rejects_unknown():
 
 @pytest.mark.parametrize("shape", [(5, 3), (8, 4, 3), (6, 2, 3, 5)])
 def test_fan_in_and_fan_out_match_torch(shape):
-    assert init._calculate_fan_in_and_fan_out(lf.zeros(shape)) == \
-        torch.nn.init._calculate_fan_in_and_fan_out(torch.zeros(shape))
+    assert init._calculate_fan_in_and_fan_out(lf.zeros(shape)) == torch.nn.init._calculate_fan_in_and_fan_out(
+        torch.zeros(shape)
+    )
     with pytest.raises(ValueError, match="fewer than 2 dimensions"):
         init._calculate_fan_in_and_fan_out(lf.zeros(3))
 
@@ -66,13 +77,20 @@ def test_xavier_distributions(gain):
     init.xavier_uniform_(p, gain=gain)
     v = p.numpy()
     assert np.abs(v).max() <= math.sqrt(3) * std + 1e-7
-    _moments_ok(v, 0.0, std ** 2)
+    _moments_ok(v, 0.0, std**2)
     init.xavier_normal_(p, gain=gain)
-    _moments_ok(p.numpy(), 0.0, std ** 2)
+    _moments_ok(p.numpy(), 0.0, std**2)
 
 
-@pytest.mark.parametrize("a,mode,nonlinearity", [(0, "fan_in", "leaky_relu"), (math.sqrt(5), "fan_in", "leaky_relu"),
-                                                 (0, "fan_out", "relu"), (0.1, "fan_in", "tanh")])
+@pytest.mark.parametrize(
+    "a,mode,nonlinearity",
+    [
+        (0, "fan_in", "leaky_relu"),
+        (math.sqrt(5), "fan_in", "leaky_relu"),
+        (0, "fan_out", "relu"),
+        (0.1, "fan_in", "tanh"),
+    ],
+)
 def test_kaiming_distributions(a, mode, nonlinearity):
     p = _param(120, 30, 3, 3)
     fan_in, fan_out = 270, 1080
@@ -80,9 +98,9 @@ def test_kaiming_distributions(a, mode, nonlinearity):
     init.kaiming_uniform_(p, a=a, mode=mode, nonlinearity=nonlinearity)
     v = p.numpy()
     assert np.abs(v).max() <= math.sqrt(3) * std + 1e-7
-    _moments_ok(v, 0.0, std ** 2)
+    _moments_ok(v, 0.0, std**2)
     init.kaiming_normal_(p, a=a, mode=mode, nonlinearity=nonlinearity)
-    _moments_ok(p.numpy(), 0.0, std ** 2)
+    _moments_ok(p.numpy(), 0.0, std**2)
     with pytest.raises(ValueError, match="Mode fan_avg not supported"):
         init.kaiming_uniform_(p, mode="fan_avg")
 
@@ -99,7 +117,7 @@ def test_trunc_normal_bounds_and_moments(mean, std, a, b):
     cdf = lambda x: (1 + math.erf(x / math.sqrt(2))) / 2
     z = cdf(beta) - cdf(alpha)
     m = mean + std * (pdf(alpha) - pdf(beta)) / z
-    var = std ** 2 * (1 + (alpha * pdf(alpha) - beta * pdf(beta)) / z - ((pdf(alpha) - pdf(beta)) / z) ** 2)
+    var = std**2 * (1 + (alpha * pdf(alpha) - beta * pdf(beta)) / z - ((pdf(alpha) - pdf(beta)) / z) ** 2)
     _moments_ok(v, m, var)
 
 
@@ -124,16 +142,16 @@ def test_orthogonal_matrices_are_haar_distributed():
         firsts.append(p.numpy()[0, 0])
     firsts = np.array(firsts)
     assert abs(firsts.mean()) < 6 * math.sqrt(1 / n / draws)
-    assert abs((firsts ** 2).mean() - 1 / n) < 0.05
+    assert abs((firsts**2).mean() - 1 / n) < 0.05
 
 
 def test_deterministic_initialisers_match_torch():
     for shape in ((3, 5), (4, 4)):
-        np.testing.assert_array_equal(init.eye_(_param(*shape)).numpy(),
-                                      torch.nn.init.eye_(torch.empty(shape)).numpy())
+        np.testing.assert_array_equal(init.eye_(_param(*shape)).numpy(), torch.nn.init.eye_(torch.empty(shape)).numpy())
     for shape, groups in (((4, 2, 3), 1), ((6, 3, 3, 3), 2), ((2, 2, 1, 3, 3), 1)):
-        np.testing.assert_array_equal(init.dirac_(_param(*shape), groups).numpy(),
-                                      torch.nn.init.dirac_(torch.empty(shape), groups).numpy())
+        np.testing.assert_array_equal(
+            init.dirac_(_param(*shape), groups).numpy(), torch.nn.init.dirac_(torch.empty(shape), groups).numpy()
+        )
     p = _param(2, 3)
     assert np.all(init.constant_(p, 0.25).numpy() == 0.25)
     assert np.all(init.ones_(p).numpy() == 1) and np.all(init.zeros_(p).numpy() == 0)
@@ -151,8 +169,14 @@ def test_sparse_zeroes_a_fixed_fraction_of_each_column():
 def test_initialisers_use_the_given_generator():
     g1, g2 = lf.Generator().manual_seed(5), lf.Generator().manual_seed(5)
     a, b = _param(4, 4), _param(4, 4)
-    for fn in (init.uniform_, init.normal_, init.xavier_uniform_, init.kaiming_normal_, init.trunc_normal_,
-               init.orthogonal_):
+    for fn in (
+        init.uniform_,
+        init.normal_,
+        init.xavier_uniform_,
+        init.kaiming_normal_,
+        init.trunc_normal_,
+        init.orthogonal_,
+    ):
         fn(a, generator=g1)
         fn(b, generator=g2)
         np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -175,8 +199,7 @@ def _grads_pair(seed=0):
     return lps, tps
 
 
-@pytest.mark.parametrize("max_norm,norm_type", [(1.0, 2.0), (100.0, 2.0), (0.5, 1.0), (2.0, float("inf")),
-                                                (1.0, 3.0)])
+@pytest.mark.parametrize("max_norm,norm_type", [(1.0, 2.0), (100.0, 2.0), (0.5, 1.0), (2.0, float("inf")), (1.0, 3.0)])
 def test_clip_grad_norm_matches_torch(max_norm, norm_type):
     lps, tps = _grads_pair()
     grad_objects = [p.grad for p in lps]
@@ -197,8 +220,11 @@ def test_clip_grad_norm_edge_cases():
     with pytest.raises(ValueError, match="norm_type"):
         nn.utils.clip_grad_norm_(p, 1.0, norm_type=-1)
     lps, tps = _grads_pair(1)
-    np.testing.assert_allclose(nn.utils.get_total_norm([p.grad for p in lps]).numpy(),
-                               torch.nn.utils.get_total_norm([p.grad for p in tps]).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(
+        nn.utils.get_total_norm([p.grad for p in lps]).numpy(),
+        torch.nn.utils.get_total_norm([p.grad for p in tps]).numpy(),
+        rtol=1e-5,
+    )
 
 
 def test_clip_grad_value_matches_torch():

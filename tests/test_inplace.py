@@ -20,6 +20,7 @@ def _arr(*shape, dtype=np.float32):
 
 # --------------------------------------------------------------------------- values against numpy
 
+
 def _np_index_add(a, dim, idx, src, alpha):
     out = a.copy()
     for k, i in enumerate(idx):
@@ -57,8 +58,11 @@ INPLACE_CASES = [
     ("clamp_ min only", lambda t: t.clamp_(min=0.1), np.maximum(A, 0.1)),
     ("masked_fill_", lambda t: t.masked_fill_(lf.tensor(MASK), -7.0), np.where(MASK, -7.0, A)),
     ("index_add_", lambda t: t.index_add_(0, lf.tensor(IDX), lf.tensor(SRC)), _np_index_add(A, 0, IDX, SRC, 1)),
-    ("index_add_ alpha", lambda t: t.index_add_(0, lf.tensor(IDX), lf.tensor(SRC), alpha=-2),
-     _np_index_add(A, 0, IDX, SRC, -2)),
+    (
+        "index_add_ alpha",
+        lambda t: t.index_add_(0, lf.tensor(IDX), lf.tensor(SRC), alpha=-2),
+        _np_index_add(A, 0, IDX, SRC, -2),
+    ),
 ]
 
 
@@ -76,10 +80,8 @@ SETITEM_CASES = [
     ("negative int", lambda v: v.__setitem__(-1, 2.0), (-1,), 2.0),
     ("int,int", lambda v: v.__setitem__((2, 3), -1.5), (2, 3), -1.5),
     ("slice", lambda v: v.__setitem__(slice(1, 3), lf.tensor(B[:2])), (slice(1, 3),), B[:2]),
-    ("step slice", lambda v: v.__setitem__((slice(None), slice(0, 4, 2)), 9.0), (slice(None), slice(0, 4, 2)),
-     9.0),
-    ("column broadcast", lambda v: v.__setitem__((slice(None), 1), lf.tensor(B[:, 0])), (slice(None), 1),
-     B[:, 0]),
+    ("step slice", lambda v: v.__setitem__((slice(None), slice(0, 4, 2)), 9.0), (slice(None), slice(0, 4, 2)), 9.0),
+    ("column broadcast", lambda v: v.__setitem__((slice(None), 1), lf.tensor(B[:, 0])), (slice(None), 1), B[:, 0]),
     ("ellipsis", lambda v: v.__setitem__((Ellipsis, 0), 4.0), (Ellipsis, 0), 4.0),
     ("bool mask", lambda v: v.__setitem__(lf.tensor(MASK), 0.0), (MASK,), 0.0),
     ("int list", lambda v: v.__setitem__([0, 2], lf.tensor(ROW)), ([0, 2],), ROW),
@@ -255,6 +257,7 @@ def test_target_also_passed_as_operand(name, fn, ref):
 
 # --------------------------------------------------------------------------- version counters
 
+
 def test_version_counter_bumps_once_per_inplace_op():
     t = lf.zeros(3)
     assert t._version == 0
@@ -272,10 +275,17 @@ def test_version_counter_bumps_once_per_inplace_op():
 
 # --------------------------------------------------------------------------- autograd rules
 
+
 def test_inplace_on_leaf_requiring_grad_raises():
     w = lf.ones(3, requires_grad=True)
-    for fn in (lambda: w.add_(1.0), lambda: w.mul_(2.0), lambda: w.__setitem__(0, 2.0), lambda: w.zero_(),
-               lambda: w.copy_(lf.zeros(3)), lambda: w.clamp_(min=0.0)):
+    for fn in (
+        lambda: w.add_(1.0),
+        lambda: w.mul_(2.0),
+        lambda: w.__setitem__(0, 2.0),
+        lambda: w.zero_(),
+        lambda: w.copy_(lf.zeros(3)),
+        lambda: w.clamp_(min=0.0),
+    ):
         with pytest.raises(lf.AutogradError, match="leaf"):
             fn()
     assert issubclass(lf.AutogradError, RuntimeError)
@@ -341,26 +351,52 @@ M0 = np.array([True, False, True, False])
 
 # each case: (lazyflow function of x, y with in-place ops on a non-leaf, the same computation in pure jnp)
 REBASE_CASES = [
-    ("mul_(self)", lambda x, y: _do(x * 2, lambda h: h.mul_(h)).sum(),
-     lambda x, y: ((2 * x) * (2 * x)).sum()),
-    ("add_ then mul_", lambda x, y: _do(x.sin(), lambda h: h.add_(y, alpha=2.0), lambda h: h.mul_(x)).sum(),
-     lambda x, y: ((jnp.sin(x) + 2.0 * y) * x).sum()),
-    ("sub_ div_ square", lambda x, y: (_do(x.exp(), lambda h: h.sub_(y), lambda h: h.div_(3.0)) ** 2).sum(),
-     lambda x, y: (((jnp.exp(x) - y) / 3.0) ** 2).sum()),
-    ("clamp_", lambda x, y: (_do(x * y, lambda h: h.clamp_(min=-0.3, max=0.5)) * x).sum(),
-     lambda x, y: (jnp.clip(x * y, -0.3, 0.5) * x).sum()),
-    ("masked_fill_", lambda x, y: (_do(x * 1.0, lambda h: h.masked_fill_(lf.tensor(M0), 0.0)) * y).sum(),
-     lambda x, y: (jnp.where(M0, 0.0, x) * y).sum()),
-    ("setitem from y", lambda x, y: (_do(x * 1.0, lambda h: h.__setitem__(1, y[0] * 3.0)) ** 2).sum(),
-     lambda x, y: (x.at[1].set(y[0] * 3.0) ** 2).sum()),
-    ("setitem slice", lambda x, y: (_do(x.tanh(), lambda h: h.__setitem__(slice(0, 2), y[2:])) * x).sum(),
-     lambda x, y: (jnp.tanh(x).at[0:2].set(y[2:]) * x).sum()),
-    ("index_add_", lambda x, y: (_do(x * x, lambda h: h.index_add_(0, lf.tensor([3, 3, 0, 1]), y)) ** 2).sum(),
-     lambda x, y: ((x * x).at[jnp.array([3, 3, 0, 1])].add(y) ** 2).sum()),
-    ("copy_ into non-leaf", lambda x, y: (_do(x * 2.0, lambda h: h.copy_(y.cos())) * x).sum(),
-     lambda x, y: (jnp.cos(y) * x).sum()),
-    ("mul_ twice by y", lambda x, y: (_do(x.sin(), lambda h: h.mul_(y), lambda h: h.mul_(y)) * x).sum(),
-     lambda x, y: (jnp.sin(x) * y * y * x).sum()),
+    ("mul_(self)", lambda x, y: _do(x * 2, lambda h: h.mul_(h)).sum(), lambda x, y: ((2 * x) * (2 * x)).sum()),
+    (
+        "add_ then mul_",
+        lambda x, y: _do(x.sin(), lambda h: h.add_(y, alpha=2.0), lambda h: h.mul_(x)).sum(),
+        lambda x, y: ((jnp.sin(x) + 2.0 * y) * x).sum(),
+    ),
+    (
+        "sub_ div_ square",
+        lambda x, y: (_do(x.exp(), lambda h: h.sub_(y), lambda h: h.div_(3.0)) ** 2).sum(),
+        lambda x, y: (((jnp.exp(x) - y) / 3.0) ** 2).sum(),
+    ),
+    (
+        "clamp_",
+        lambda x, y: (_do(x * y, lambda h: h.clamp_(min=-0.3, max=0.5)) * x).sum(),
+        lambda x, y: (jnp.clip(x * y, -0.3, 0.5) * x).sum(),
+    ),
+    (
+        "masked_fill_",
+        lambda x, y: (_do(x * 1.0, lambda h: h.masked_fill_(lf.tensor(M0), 0.0)) * y).sum(),
+        lambda x, y: (jnp.where(M0, 0.0, x) * y).sum(),
+    ),
+    (
+        "setitem from y",
+        lambda x, y: (_do(x * 1.0, lambda h: h.__setitem__(1, y[0] * 3.0)) ** 2).sum(),
+        lambda x, y: (x.at[1].set(y[0] * 3.0) ** 2).sum(),
+    ),
+    (
+        "setitem slice",
+        lambda x, y: (_do(x.tanh(), lambda h: h.__setitem__(slice(0, 2), y[2:])) * x).sum(),
+        lambda x, y: (jnp.tanh(x).at[0:2].set(y[2:]) * x).sum(),
+    ),
+    (
+        "index_add_",
+        lambda x, y: (_do(x * x, lambda h: h.index_add_(0, lf.tensor([3, 3, 0, 1]), y)) ** 2).sum(),
+        lambda x, y: ((x * x).at[jnp.array([3, 3, 0, 1])].add(y) ** 2).sum(),
+    ),
+    (
+        "copy_ into non-leaf",
+        lambda x, y: (_do(x * 2.0, lambda h: h.copy_(y.cos())) * x).sum(),
+        lambda x, y: (jnp.cos(y) * x).sum(),
+    ),
+    (
+        "mul_ twice by y",
+        lambda x, y: (_do(x.sin(), lambda h: h.mul_(y), lambda h: h.mul_(y)) * x).sum(),
+        lambda x, y: (jnp.sin(x) * y * y * x).sum(),
+    ),
 ]
 
 
@@ -494,6 +530,7 @@ def test_inplace_under_no_grad_on_non_leaf_is_not_recorded():
 
 
 # --------------------------------------------------------------------------- pickle after in-place updates
+
 
 def test_pickle_after_donated_update_and_of_an_alias():
     t = lf.zeros(5)

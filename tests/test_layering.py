@@ -15,23 +15,35 @@ LAYERS = {
     "lazyflow.ops": 1,
     "lazyflow._tensor": 2.0,
     "lazyflow._ingress": 2.1,  # the one way user data enters (copies user memory)
-    "lazyflow.autograd.node": 2.2, "lazyflow.autograd.grad_mode": 2.2,
+    "lazyflow.autograd.node": 2.2,
+    "lazyflow.autograd.grad_mode": 2.2,
     "lazyflow.autograd.engine": 2.3,
-    "lazyflow.autograd.function": 2.4, "lazyflow.autograd": 2.45,
+    "lazyflow.autograd.function": 2.4,
+    "lazyflow.autograd": 2.45,
     "lazyflow._dispatch": 2.5,
     "lazyflow._creation": 2.6,
-    "lazyflow._functional._common": 2.70, "lazyflow._functional.elementwise": 2.71,
-    "lazyflow._functional.shape": 2.72, "lazyflow._functional.linalg": 2.73,
-    "lazyflow._functional.reduction": 2.74, "lazyflow._functional.indexing": 2.75,
-    "lazyflow._functional.inplace": 2.76, "lazyflow._functional": 2.79,
+    "lazyflow._functional._common": 2.70,
+    "lazyflow._functional.elementwise": 2.71,
+    "lazyflow._functional.shape": 2.72,
+    "lazyflow._functional.linalg": 2.73,
+    "lazyflow._functional.reduction": 2.74,
+    "lazyflow._functional.indexing": 2.75,
+    "lazyflow._functional.inplace": 2.76,
+    "lazyflow._functional": 2.79,
     "lazyflow._indexing": 2.8,
     "lazyflow._legacy": 2.85,  # torch's legacy constructors (lf.Tensor(2, 3), lf.FloatTensor) and Tensor.type()
     "lazyflow._methods": 2.9,
     "lazyflow.amp": 2.95,
-    "lazyflow.eager": 3, "lazyflow.graph.trace": 3, "lazyflow.graph.functionalize": 3, "lazyflow.graph.compile": 3,
+    "lazyflow.eager": 3,
+    "lazyflow.graph.trace": 3,
+    "lazyflow.graph.functionalize": 3,
+    "lazyflow.graph.compile": 3,
     "lazyflow.graph.mesh_config": 3,
-    "lazyflow.distributed": 3, "lazyflow.distributed.run": 3,
-    "lazyflow.nn": 4, "lazyflow.optim": 4, "lazyflow.utils": 4,
+    "lazyflow.distributed": 3,
+    "lazyflow.distributed.run": 3,
+    "lazyflow.nn": 4,
+    "lazyflow.optim": 4,
+    "lazyflow.utils": 4,
     "lazyflow.graph": 5,  # graph/__init__, module.py (CompiledModule) and nn_graph.py sit above nn/optim
     "lazyflow.checkpoint": 6,
     "lazyflow": 9,  # the package __init__ re-exports everything
@@ -101,9 +113,11 @@ def test_imports_point_down(path):
 def test_every_module_is_classified():
     """Every module matches a layer of its own (only the package __init__ falls through to "lazyflow")."""
     assert len(FILES) > 20
-    unclassified = [m for m in map(_modname, FILES)
-                    if m != "lazyflow" and max((p for p in LAYERS if m == p or m.startswith(p + ".")), key=len)
-                    == "lazyflow"]
+    unclassified = [
+        m
+        for m in map(_modname, FILES)
+        if m != "lazyflow" and max((p for p in LAYERS if m == p or m.startswith(p + ".")), key=len) == "lazyflow"
+    ]
     assert not unclassified, f"add these modules to LAYERS: {unclassified}"
 
 
@@ -130,7 +144,7 @@ def _find_cycles(edges):
         stack_path.append(m)
         for t in sorted(edges[m]):
             if state.get(t) == 1:
-                cycles.append(stack_path[stack_path.index(t):] + [t])
+                cycles.append(stack_path[stack_path.index(t) :] + [t])
             elif t not in state:
                 visit(t)
         stack_path.pop()

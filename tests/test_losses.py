@@ -42,79 +42,170 @@ def _unit(rng, *shape):
 
 # (id, make(rng) -> dict of numpy arrays ("input" is differentiated), call(F, tensors) -> loss)
 CASES = [
-    ("ce_mean", lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"])),
-    ("ce_sum", lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], reduction="sum")),
-    ("ce_none", lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], reduction="none")),
-    ("ce_weight", lambda r: dict(input=_logits(r, 7, 4), target=_labels(r, 4, 7), weight=_weights(r, 4)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"])),
-    ("ce_weight_ignore", lambda r: dict(input=_logits(r, 7, 4), target=_labels(r, 4, 7, ignore=-100),
-                                        weight=_weights(r, 4)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"])),
-    ("ce_ignore_custom_none", lambda r: dict(input=_logits(r, 7, 4), target=_labels(r, 4, 7, ignore=2)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], ignore_index=2, reduction="none")),
-    ("ce_smooth", lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], label_smoothing=0.2)),
-    ("ce_smooth_weight_ignore", lambda r: dict(input=_logits(r, 9, 5), target=_labels(r, 5, 9, ignore=-100),
-                                               weight=_weights(r, 5)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"], label_smoothing=0.15)),
-    ("ce_smooth_weight_sum", lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6, ignore=-100),
-                                            weight=_weights(r, 5)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"], label_smoothing=0.3,
-                                  reduction="sum")),
-    ("ce_smooth_none", lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6, ignore=-100)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], label_smoothing=0.1, reduction="none")),
-    ("ce_kdim", lambda r: dict(input=_logits(r, 2, 4, 3, 5), target=_labels(r, 4, 2, 3, 5, ignore=-100),
-                               weight=_weights(r, 4)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"], label_smoothing=0.05)),
-    ("ce_single_sample", lambda r: dict(input=_logits(r, 5), target=np.array(3)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"])),
-    ("ce_probs", lambda r: dict(input=_logits(r, 6, 5), target=_probs(r, 6, 5)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"])),
-    ("ce_probs_weight_smooth", lambda r: dict(input=_logits(r, 6, 5), target=_probs(r, 6, 5),
-                                              weight=_weights(r, 5)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"], label_smoothing=0.1)),
-    ("ce_probs_kdim_none", lambda r: dict(input=_logits(r, 2, 3, 4), target=_probs(r, 2, 3, 4)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], reduction="none")),
-    ("ce_probs_weight_sum", lambda r: dict(input=_logits(r, 4, 3), target=_probs(r, 4, 3), weight=_weights(r, 3)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"], reduction="sum")),
-    ("ce_legacy_size_average", lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6)),
-     lambda F, a: F.cross_entropy(a["input"], a["target"], size_average=False)),
-    ("nll_weight_ignore", lambda r: dict(input=_logits(r, 7, 4), target=_labels(r, 4, 7, ignore=1),
-                                         weight=_weights(r, 4)),
-     lambda F, a: F.nll_loss(a["input"], a["target"], weight=a["weight"], ignore_index=1)),
-    ("nll_none_kdim", lambda r: dict(input=_logits(r, 3, 4, 2), target=_labels(r, 4, 3, 2)),
-     lambda F, a: F.nll_loss(a["input"], a["target"], reduction="none")),
-    ("mse", lambda r: dict(input=_logits(r, 4, 3), target=_logits(r, 4, 3)),
-     lambda F, a: F.mse_loss(a["input"], a["target"])),
-    ("mse_sum_weight", lambda r: dict(input=_logits(r, 4, 3), target=_logits(r, 4, 3), weight=_unit(r, 4, 3)),
-     lambda F, a: F.mse_loss(a["input"], a["target"], reduction="sum", weight=a["weight"])),
-    ("l1_none", lambda r: dict(input=_logits(r, 4, 3), target=_logits(r, 4, 3)),
-     lambda F, a: F.l1_loss(a["input"], a["target"], reduction="none")),
-    ("smooth_l1", lambda r: dict(input=_logits(r, 5, 3), target=_logits(r, 5, 3)),
-     lambda F, a: F.smooth_l1_loss(a["input"], a["target"], beta=0.5)),
-    ("smooth_l1_beta0", lambda r: dict(input=_logits(r, 5, 3), target=_logits(r, 5, 3)),
-     lambda F, a: F.smooth_l1_loss(a["input"], a["target"], beta=0.0, reduction="sum")),
-    ("huber", lambda r: dict(input=_logits(r, 5, 3), target=_logits(r, 5, 3)),
-     lambda F, a: F.huber_loss(a["input"], a["target"], delta=0.7)),
-    ("bce", lambda r: dict(input=_unit(r, 4, 3), target=_unit(r, 4, 3)),
-     lambda F, a: F.binary_cross_entropy(a["input"], a["target"])),
-    ("bce_weight_none", lambda r: dict(input=_unit(r, 4, 3), target=_unit(r, 4, 3), weight=_unit(r, 3)),
-     lambda F, a: F.binary_cross_entropy(a["input"], a["target"], weight=a["weight"], reduction="none")),
-    ("bce_logits", lambda r: dict(input=_logits(r, 4, 3) * 5, target=_unit(r, 4, 3)),
-     lambda F, a: F.binary_cross_entropy_with_logits(a["input"], a["target"])),
-    ("bce_logits_posweight", lambda r: dict(input=_logits(r, 4, 3) * 5, target=_unit(r, 4, 3),
-                                            weight=_unit(r, 4, 3), pos_weight=_weights(r, 3)),
-     lambda F, a: F.binary_cross_entropy_with_logits(a["input"], a["target"], weight=a["weight"],
-                                                     pos_weight=a["pos_weight"], reduction="sum")),
-    ("kl_batchmean", lambda r: dict(input=np.log(_probs(r, 4, 5)), target=_probs(r, 4, 5)),
-     lambda F, a: F.kl_div(a["input"], a["target"], reduction="batchmean")),
-    ("kl_log_target_none", lambda r: dict(input=np.log(_probs(r, 4, 5)), target=np.log(_probs(r, 4, 5))),
-     lambda F, a: F.kl_div(a["input"], a["target"], reduction="none", log_target=True)),
-    ("soft_margin", lambda r: dict(input=_logits(r, 4, 3), target=np.sign(_logits(r, 4, 3))),
-     lambda F, a: F.soft_margin_loss(a["input"], a["target"])),
+    (
+        "ce_mean",
+        lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"]),
+    ),
+    (
+        "ce_sum",
+        lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], reduction="sum"),
+    ),
+    (
+        "ce_none",
+        lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], reduction="none"),
+    ),
+    (
+        "ce_weight",
+        lambda r: dict(input=_logits(r, 7, 4), target=_labels(r, 4, 7), weight=_weights(r, 4)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"]),
+    ),
+    (
+        "ce_weight_ignore",
+        lambda r: dict(input=_logits(r, 7, 4), target=_labels(r, 4, 7, ignore=-100), weight=_weights(r, 4)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"]),
+    ),
+    (
+        "ce_ignore_custom_none",
+        lambda r: dict(input=_logits(r, 7, 4), target=_labels(r, 4, 7, ignore=2)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], ignore_index=2, reduction="none"),
+    ),
+    (
+        "ce_smooth",
+        lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], label_smoothing=0.2),
+    ),
+    (
+        "ce_smooth_weight_ignore",
+        lambda r: dict(input=_logits(r, 9, 5), target=_labels(r, 5, 9, ignore=-100), weight=_weights(r, 5)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"], label_smoothing=0.15),
+    ),
+    (
+        "ce_smooth_weight_sum",
+        lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6, ignore=-100), weight=_weights(r, 5)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"], label_smoothing=0.3, reduction="sum"),
+    ),
+    (
+        "ce_smooth_none",
+        lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6, ignore=-100)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], label_smoothing=0.1, reduction="none"),
+    ),
+    (
+        "ce_kdim",
+        lambda r: dict(input=_logits(r, 2, 4, 3, 5), target=_labels(r, 4, 2, 3, 5, ignore=-100), weight=_weights(r, 4)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"], label_smoothing=0.05),
+    ),
+    (
+        "ce_single_sample",
+        lambda r: dict(input=_logits(r, 5), target=np.array(3)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"]),
+    ),
+    (
+        "ce_probs",
+        lambda r: dict(input=_logits(r, 6, 5), target=_probs(r, 6, 5)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"]),
+    ),
+    (
+        "ce_probs_weight_smooth",
+        lambda r: dict(input=_logits(r, 6, 5), target=_probs(r, 6, 5), weight=_weights(r, 5)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"], label_smoothing=0.1),
+    ),
+    (
+        "ce_probs_kdim_none",
+        lambda r: dict(input=_logits(r, 2, 3, 4), target=_probs(r, 2, 3, 4)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], reduction="none"),
+    ),
+    (
+        "ce_probs_weight_sum",
+        lambda r: dict(input=_logits(r, 4, 3), target=_probs(r, 4, 3), weight=_weights(r, 3)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], weight=a["weight"], reduction="sum"),
+    ),
+    (
+        "ce_legacy_size_average",
+        lambda r: dict(input=_logits(r, 6, 5), target=_labels(r, 5, 6)),
+        lambda F, a: F.cross_entropy(a["input"], a["target"], size_average=False),
+    ),
+    (
+        "nll_weight_ignore",
+        lambda r: dict(input=_logits(r, 7, 4), target=_labels(r, 4, 7, ignore=1), weight=_weights(r, 4)),
+        lambda F, a: F.nll_loss(a["input"], a["target"], weight=a["weight"], ignore_index=1),
+    ),
+    (
+        "nll_none_kdim",
+        lambda r: dict(input=_logits(r, 3, 4, 2), target=_labels(r, 4, 3, 2)),
+        lambda F, a: F.nll_loss(a["input"], a["target"], reduction="none"),
+    ),
+    (
+        "mse",
+        lambda r: dict(input=_logits(r, 4, 3), target=_logits(r, 4, 3)),
+        lambda F, a: F.mse_loss(a["input"], a["target"]),
+    ),
+    (
+        "mse_sum_weight",
+        lambda r: dict(input=_logits(r, 4, 3), target=_logits(r, 4, 3), weight=_unit(r, 4, 3)),
+        lambda F, a: F.mse_loss(a["input"], a["target"], reduction="sum", weight=a["weight"]),
+    ),
+    (
+        "l1_none",
+        lambda r: dict(input=_logits(r, 4, 3), target=_logits(r, 4, 3)),
+        lambda F, a: F.l1_loss(a["input"], a["target"], reduction="none"),
+    ),
+    (
+        "smooth_l1",
+        lambda r: dict(input=_logits(r, 5, 3), target=_logits(r, 5, 3)),
+        lambda F, a: F.smooth_l1_loss(a["input"], a["target"], beta=0.5),
+    ),
+    (
+        "smooth_l1_beta0",
+        lambda r: dict(input=_logits(r, 5, 3), target=_logits(r, 5, 3)),
+        lambda F, a: F.smooth_l1_loss(a["input"], a["target"], beta=0.0, reduction="sum"),
+    ),
+    (
+        "huber",
+        lambda r: dict(input=_logits(r, 5, 3), target=_logits(r, 5, 3)),
+        lambda F, a: F.huber_loss(a["input"], a["target"], delta=0.7),
+    ),
+    (
+        "bce",
+        lambda r: dict(input=_unit(r, 4, 3), target=_unit(r, 4, 3)),
+        lambda F, a: F.binary_cross_entropy(a["input"], a["target"]),
+    ),
+    (
+        "bce_weight_none",
+        lambda r: dict(input=_unit(r, 4, 3), target=_unit(r, 4, 3), weight=_unit(r, 3)),
+        lambda F, a: F.binary_cross_entropy(a["input"], a["target"], weight=a["weight"], reduction="none"),
+    ),
+    (
+        "bce_logits",
+        lambda r: dict(input=_logits(r, 4, 3) * 5, target=_unit(r, 4, 3)),
+        lambda F, a: F.binary_cross_entropy_with_logits(a["input"], a["target"]),
+    ),
+    (
+        "bce_logits_posweight",
+        lambda r: dict(
+            input=_logits(r, 4, 3) * 5, target=_unit(r, 4, 3), weight=_unit(r, 4, 3), pos_weight=_weights(r, 3)
+        ),
+        lambda F, a: F.binary_cross_entropy_with_logits(
+            a["input"], a["target"], weight=a["weight"], pos_weight=a["pos_weight"], reduction="sum"
+        ),
+    ),
+    (
+        "kl_batchmean",
+        lambda r: dict(input=np.log(_probs(r, 4, 5)), target=_probs(r, 4, 5)),
+        lambda F, a: F.kl_div(a["input"], a["target"], reduction="batchmean"),
+    ),
+    (
+        "kl_log_target_none",
+        lambda r: dict(input=np.log(_probs(r, 4, 5)), target=np.log(_probs(r, 4, 5))),
+        lambda F, a: F.kl_div(a["input"], a["target"], reduction="none", log_target=True),
+    ),
+    (
+        "soft_margin",
+        lambda r: dict(input=_logits(r, 4, 3), target=np.sign(_logits(r, 4, 3))),
+        lambda F, a: F.soft_margin_loss(a["input"], a["target"]),
+    ),
 ]
 IDS = [c[0] for c in CASES]
 
@@ -134,7 +225,7 @@ def test_functional_loss_matches_torch(name, make, call, mode):
 
     lts = {k: lf.tensor(v, requires_grad=k == "input") for k, v in arrays.items()}
     keys = list(lts)
-    fn = (lambda *vals: call(F, dict(zip(keys, vals))))
+    fn = lambda *vals: call(F, dict(zip(keys, vals)))
     if mode == "graph":
         fn = lf.compile(fn)
     out = fn(*lts.values())
@@ -165,8 +256,9 @@ def test_loss_modules_match_torch(cls, kwargs, case):
     arrays = make(np.random.default_rng(5))
     tm = getattr(torch.nn, cls)(**kwargs(torch.tensor, np.random.default_rng(9)))
     lm = getattr(nn, cls)(**kwargs(lf.tensor, np.random.default_rng(9)))
-    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == \
-        [(k, tuple(v.shape)) for k, v in tm.state_dict().items()]
+    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == [
+        (k, tuple(v.shape)) for k, v in tm.state_dict().items()
+    ]
     assert repr(lm) == repr(tm)
     x_t = torch.tensor(arrays["input"], requires_grad=True)
     tout = tm(x_t, torch.tensor(arrays["target"]))

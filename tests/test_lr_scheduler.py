@@ -14,7 +14,7 @@ STEPS = 100
 
 
 def _lam(epoch):
-    return 0.97 ** epoch + 0.01 * (epoch % 3)
+    return 0.97**epoch + 0.01 * (epoch % 3)
 
 
 def _mul(epoch):
@@ -34,13 +34,28 @@ CASES = {
     "constant": ("SGD", lambda m, o: m.ConstantLR(o, factor=0.25, total_iters=12)),
     "polynomial": ("SGD", lambda m, o: m.PolynomialLR(o, total_iters=60, power=2.0)),
     "onecycle_sgd": ("SGD", lambda m, o: m.OneCycleLR(o, max_lr=[1.0, 0.5], total_steps=STEPS)),
-    "onecycle_adam_linear_3phase": ("Adam", lambda m, o: m.OneCycleLR(
-        o, max_lr=0.01, epochs=10, steps_per_epoch=10, anneal_strategy="linear", three_phase=True)),
-    "sequential": ("SGD", lambda m, o: m.SequentialLR(
-        o, [m.LinearLR(o, start_factor=0.1, total_iters=10), m.ExponentialLR(o, gamma=0.9),
-            m.CosineAnnealingLR(o, T_max=20)], milestones=[10, 40])),
-    "chained": ("SGD", lambda m, o: m.ChainedScheduler(
-        [m.ConstantLR(o, factor=0.5, total_iters=5), m.ExponentialLR(o, gamma=0.98)])),
+    "onecycle_adam_linear_3phase": (
+        "Adam",
+        lambda m, o: m.OneCycleLR(
+            o, max_lr=0.01, epochs=10, steps_per_epoch=10, anneal_strategy="linear", three_phase=True
+        ),
+    ),
+    "sequential": (
+        "SGD",
+        lambda m, o: m.SequentialLR(
+            o,
+            [
+                m.LinearLR(o, start_factor=0.1, total_iters=10),
+                m.ExponentialLR(o, gamma=0.9),
+                m.CosineAnnealingLR(o, T_max=20),
+            ],
+            milestones=[10, 40],
+        ),
+    ),
+    "chained": (
+        "SGD",
+        lambda m, o: m.ChainedScheduler([m.ConstantLR(o, factor=0.5, total_iters=5), m.ExponentialLR(o, gamma=0.98)]),
+    ),
     "warm_restarts": ("SGD", lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=7, T_mult=2, eta_min=1e-4)),
 }
 
@@ -78,9 +93,12 @@ def test_learning_rates_match_torch_with_resume(case):
         ts.step()
         np.testing.assert_allclose(ls.get_last_lr(), ts.get_last_lr(), rtol=1e-13, atol=0)
         for mine, theirs in zip(_group_values(lo), _group_values(to)):
-            np.testing.assert_allclose([v for v in mine if v is not None and not isinstance(v, tuple)],
-                                       [v for v in theirs if v is not None and not isinstance(v, tuple)],
-                                       rtol=1e-13, atol=0)
+            np.testing.assert_allclose(
+                [v for v in mine if v is not None and not isinstance(v, tuple)],
+                [v for v in theirs if v is not None and not isinstance(v, tuple)],
+                rtol=1e-13,
+                atol=0,
+            )
             if mine[2] is not None:
                 np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-13)
 
@@ -101,10 +119,13 @@ def test_state_dict_keys_match_torch(case):
             assert mine[k] == pytest.approx(theirs[k], rel=1e-13)
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(mode="min", factor=0.5, patience=3, threshold=0.01, cooldown=2, min_lr=[0.01, 0.002]),
-    dict(mode="max", factor=0.3, patience=2, threshold=0.1, threshold_mode="abs", min_lr=0.004),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(mode="min", factor=0.5, patience=3, threshold=0.01, cooldown=2, min_lr=[0.01, 0.002]),
+        dict(mode="max", factor=0.3, patience=2, threshold=0.1, threshold_mode="abs", min_lr=0.004),
+    ],
+)
 def test_reduce_lr_on_plateau_matches_torch(kwargs):
     rng = np.random.default_rng(0)
     metrics = np.concatenate([np.linspace(1.0, 0.5, 20), 0.5 + 0.01 * rng.standard_normal(80)])
@@ -160,21 +181,24 @@ def test_schedules_do_not_recompile_the_optimizer():
     assert opt.param_groups[0]["betas"][0] != 0.9  # beta1 was cycled, as an argument
 
 
-@pytest.mark.parametrize("ctor,exc,match", [
-    (lambda o: S.StepLR(object(), 3), TypeError, "is not an Optimizer"),
-    (lambda o: S.LambdaLR(o, [_lam]), ValueError, "Expected 2 lr_lambdas"),
-    (lambda o: S.MultiplicativeLR(o, 3.0), TypeError, "should be a function"),
-    (lambda o: S.ConstantLR(o, factor=1.5), ValueError, "between 0 and 1"),
-    (lambda o: S.LinearLR(o, start_factor=0.0), ValueError, "greater than 0"),
-    (lambda o: S.OneCycleLR(o, max_lr=1.0), ValueError, "total_steps OR"),
-    (lambda o: S.OneCycleLR(o, max_lr=1.0, total_steps=10, pct_start=1.5), ValueError, "pct_start"),
-    (lambda o: S.OneCycleLR(o, max_lr=1.0, total_steps=10, anneal_strategy="exp"), ValueError, "anneal_strategy"),
-    (lambda o: S.ReduceLROnPlateau(o, factor=1.0), ValueError, "Factor"),
-    (lambda o: S.ReduceLROnPlateau(o, mode="avg"), ValueError, "unknown"),
-    (lambda o: S.CosineAnnealingWarmRestarts(o, T_0=0), ValueError, "T_0"),
-    (lambda o: S.SequentialLR(o, [S.StepLR(o, 3)], milestones=[3]), ValueError, "one more"),
-    (lambda o: S.StepLR(o, 3, last_epoch=4), KeyError, "initial_lr"),
-])
+@pytest.mark.parametrize(
+    "ctor,exc,match",
+    [
+        (lambda o: S.StepLR(object(), 3), TypeError, "is not an Optimizer"),
+        (lambda o: S.LambdaLR(o, [_lam]), ValueError, "Expected 2 lr_lambdas"),
+        (lambda o: S.MultiplicativeLR(o, 3.0), TypeError, "should be a function"),
+        (lambda o: S.ConstantLR(o, factor=1.5), ValueError, "between 0 and 1"),
+        (lambda o: S.LinearLR(o, start_factor=0.0), ValueError, "greater than 0"),
+        (lambda o: S.OneCycleLR(o, max_lr=1.0), ValueError, "total_steps OR"),
+        (lambda o: S.OneCycleLR(o, max_lr=1.0, total_steps=10, pct_start=1.5), ValueError, "pct_start"),
+        (lambda o: S.OneCycleLR(o, max_lr=1.0, total_steps=10, anneal_strategy="exp"), ValueError, "anneal_strategy"),
+        (lambda o: S.ReduceLROnPlateau(o, factor=1.0), ValueError, "Factor"),
+        (lambda o: S.ReduceLROnPlateau(o, mode="avg"), ValueError, "unknown"),
+        (lambda o: S.CosineAnnealingWarmRestarts(o, T_0=0), ValueError, "T_0"),
+        (lambda o: S.SequentialLR(o, [S.StepLR(o, 3)], milestones=[3]), ValueError, "one more"),
+        (lambda o: S.StepLR(o, 3, last_epoch=4), KeyError, "initial_lr"),
+    ],
+)
 def test_invalid_arguments(ctor, exc, match):
     with pytest.raises(exc, match=match):
         ctor(_optimizer(lf, "SGD"))

@@ -44,8 +44,7 @@ SDPA = [
     ("causal", (1, 2, 4, 3), (1, 2, 6, 3), (1, 2, 6, 3), None, {"is_causal": True}),
     ("3d", (3, 5, 4), (3, 5, 4), (3, 5, 2), None, {}),
     ("gqa", (1, 4, 3, 4), (1, 2, 3, 4), (1, 2, 3, 4), None, {"enable_gqa": True}),
-    ("masked_row", (1, 1, 3, 4), (1, 1, 3, 4), (1, 1, 3, 4),
-     np.array([[1, 1, 0], [0, 0, 0], [1, 0, 1]], np.bool_), {}),
+    ("masked_row", (1, 1, 3, 4), (1, 1, 3, 4), (1, 1, 3, 4), np.array([[1, 1, 0], [0, 0, 0], [1, 0, 1]], np.bool_), {}),
 ]
 
 
@@ -93,8 +92,12 @@ MHA = [
     ("batch_first", {"embed_dim": 8, "num_heads": 4, "batch_first": True}, ((2, 5, 8), (2, 6, 8), (2, 6, 8)), False),
     ("kdim_vdim", {"embed_dim": 6, "num_heads": 3, "kdim": 4, "vdim": 5}, ((3, 2, 6), (4, 2, 4), (4, 2, 5)), False),
     ("nobias", {"embed_dim": 8, "num_heads": 2, "bias": False, "batch_first": True}, ((2, 4, 8),) * 3, True),
-    ("bias_kv_zero_attn", {"embed_dim": 8, "num_heads": 2, "add_bias_kv": True, "add_zero_attn": True},
-     ((4, 2, 8), (5, 2, 8), (5, 2, 8)), False),
+    (
+        "bias_kv_zero_attn",
+        {"embed_dim": 8, "num_heads": 2, "add_bias_kv": True, "add_zero_attn": True},
+        ((4, 2, 8), (5, 2, 8), (5, 2, 8)),
+        False,
+    ),
     ("unbatched", {"embed_dim": 8, "num_heads": 2}, ((4, 8),) * 3, True),
 ]
 
@@ -164,8 +167,9 @@ def _run_mha(case, mask_kind, need_weights, average, compiled, train):
 def test_mha_keys_shapes_repr_init(case):
     _, kw, _, _ = case
     lm, tm = lf.nn.MultiheadAttention(**kw), torch.nn.MultiheadAttention(**kw)
-    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == \
-        [(k, tuple(v.shape)) for k, v in tm.state_dict().items()]
+    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == [
+        (k, tuple(v.shape)) for k, v in tm.state_dict().items()
+    ]
     assert repr(lm) == repr(tm)
     e = kw["embed_dim"]
     if lm.in_proj_weight is not None:
@@ -182,9 +186,15 @@ def test_mha_vs_torch(case, compiled):
     _run_mha(case, "bool" if case[0] in ("self", "batch_first") else "none", True, True, compiled, True)
 
 
-@pytest.mark.parametrize("mask_kind,need_weights,average", [
-    ("bool", False, True), ("float", True, False), ("float", False, True), ("none", True, False),
-])
+@pytest.mark.parametrize(
+    "mask_kind,need_weights,average",
+    [
+        ("bool", False, True),
+        ("float", True, False),
+        ("float", False, True),
+        ("none", True, False),
+    ],
+)
 def test_mha_masks_and_weights_vs_torch(mask_kind, need_weights, average):
     _run_mha(MHA[1], mask_kind, need_weights, average, False, True)
 
@@ -193,10 +203,15 @@ def test_mha_is_causal_hint_vs_torch():
     lm, tm = _pair_module(lambda m: m.MultiheadAttention(8, 2, batch_first=True))
     x = _arr((2, 5, 8), 1)
     mask = ~_causal(5, 5)
-    ol = lm(lf.tensor(x), lf.tensor(x), lf.tensor(x), attn_mask=lf.tensor(mask), is_causal=True,
-            need_weights=False)[0]
-    ot = tm(torch.tensor(x), torch.tensor(x), torch.tensor(x), attn_mask=torch.tensor(mask), is_causal=True,
-            need_weights=False)[0]
+    ol = lm(lf.tensor(x), lf.tensor(x), lf.tensor(x), attn_mask=lf.tensor(mask), is_causal=True, need_weights=False)[0]
+    ot = tm(
+        torch.tensor(x),
+        torch.tensor(x),
+        torch.tensor(x),
+        attn_mask=torch.tensor(mask),
+        is_causal=True,
+        need_weights=False,
+    )[0]
     _close(ol.numpy(), ot.detach().numpy())
     with pytest.raises(RuntimeError, match="attn_mask"):
         lm(lf.tensor(x), lf.tensor(x), lf.tensor(x), is_causal=True)
@@ -214,16 +229,29 @@ def test_mha_dropout_only_in_training():
 
 # ---------------------------------------------------------------- Transformer encoder
 ENC = [
-    ("post_norm_nobias", {"d_model": 8, "nhead": 2, "dim_feedforward": 16, "dropout": 0.0, "bias": False,
-                          "layer_norm_eps": 1e-3}),
-    ("pre_norm_gelu_bf", {"d_model": 8, "nhead": 4, "dim_feedforward": 12, "dropout": 0.0, "activation": "gelu",
-                          "norm_first": True, "batch_first": True}),
+    (
+        "post_norm_nobias",
+        {"d_model": 8, "nhead": 2, "dim_feedforward": 16, "dropout": 0.0, "bias": False, "layer_norm_eps": 1e-3},
+    ),
+    (
+        "pre_norm_gelu_bf",
+        {
+            "d_model": 8,
+            "nhead": 4,
+            "dim_feedforward": 12,
+            "dropout": 0.0,
+            "activation": "gelu",
+            "norm_first": True,
+            "batch_first": True,
+        },
+    ),
 ]
 
 
 def _encoder(m, kw):
-    return m.TransformerEncoder(m.TransformerEncoderLayer(**kw), num_layers=2, norm=m.LayerNorm(kw["d_model"]),
-                                enable_nested_tensor=False)
+    return m.TransformerEncoder(
+        m.TransformerEncoderLayer(**kw), num_layers=2, norm=m.LayerNorm(kw["d_model"]), enable_nested_tensor=False
+    )
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "graph"])
@@ -231,8 +259,9 @@ def _encoder(m, kw):
 def test_transformer_encoder_vs_torch(case, compiled):
     _, kw = case
     lm, tm = _pair_module(lambda m: _encoder(m, kw))
-    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == \
-        [(k, tuple(v.shape)) for k, v in tm.state_dict().items()]
+    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == [
+        (k, tuple(v.shape)) for k, v in tm.state_dict().items()
+    ]
     assert repr(lm) == repr(tm)
     assert lm.layers[0].linear1.weight is not lm.layers[1].linear1.weight
     bf = kw.get("batch_first", False)

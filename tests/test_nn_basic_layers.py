@@ -67,8 +67,11 @@ LAYERS = [
     ("softmin", lambda m: m.Softmin(dim=0), [_f(4, 3)]),
     ("dropout_eval", lambda m: m.Dropout(0.3), [_f(3, 4)]),
     ("sequential", lambda m: m.Sequential(m.Linear(4, 8), m.ReLU(), m.Dropout(0.5), m.Linear(8, 2)), [_f(3, 4)]),
-    ("nested", lambda m: m.Sequential(m.Sequential(m.Linear(3, 3), m.Tanh()),
-                                      m.ModuleList([m.Linear(3, 3)])[0], m.GELU()), [_f(2, 3)]),
+    (
+        "nested",
+        lambda m: m.Sequential(m.Sequential(m.Linear(3, 3), m.Tanh()), m.ModuleList([m.Linear(3, 3)])[0], m.GELU()),
+        [_f(2, 3)],
+    ),
 ]
 IDS = [r[0] for r in LAYERS]
 
@@ -106,8 +109,9 @@ def _torch_run(tm, arrays):
 @pytest.mark.parametrize("name,ctor,specs", LAYERS, ids=IDS)
 def test_state_dict_keys_and_shapes_match_torch(name, ctor, specs):
     lm, tm = _pair(ctor)
-    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == \
-        [(k, tuple(v.shape)) for k, v in tm.state_dict().items()]
+    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == [
+        (k, tuple(v.shape)) for k, v in tm.state_dict().items()
+    ]
     assert [n for n, _ in lm.named_parameters()] == [n for n, _ in tm.named_parameters()]
     assert [n for n, _ in lm.named_modules()] == [n for n, _ in tm.named_modules()]
     assert repr(lm) == repr(tm)
@@ -137,9 +141,11 @@ def test_forward_and_gradients_match_torch(name, ctor, specs, mode):
         np.testing.assert_allclose(p.grad.numpy(), tgrads[n].numpy(), rtol=RTOL, atol=ATOL, err_msg=n)
 
 
-@pytest.mark.parametrize("name,ctor,specs", [r for r in LAYERS if r[0] in
-                                              ("linear", "bilinear", "embedding_pad", "sequential", "nested")],
-                         ids=["linear", "bilinear", "embedding_pad", "sequential", "nested"])
+@pytest.mark.parametrize(
+    "name,ctor,specs",
+    [r for r in LAYERS if r[0] in ("linear", "bilinear", "embedding_pad", "sequential", "nested")],
+    ids=["linear", "bilinear", "embedding_pad", "sequential", "nested"],
+)
 def test_state_dict_round_trips_and_deepcopy(name, ctor, specs):
     lm, tm = _pair(ctor)
     arrays = _inputs(specs, seed=3)
@@ -186,7 +192,7 @@ def _check_uniform(values: np.ndarray, bound: float):
     # U(-b, b): mean 0, variance b^2/3; tolerances are ~5 standard errors for these sample sizes
     n = values.size
     assert abs(values.mean()) < 5 * bound / math.sqrt(3 * n)
-    assert abs(values.var() / (bound ** 2 / 3) - 1) < 5 * math.sqrt(0.8 / n)
+    assert abs(values.var() / (bound**2 / 3) - 1) < 5 * math.sqrt(0.8 / n)
 
 
 def test_linear_and_bilinear_default_init_follow_torch_bounds():
@@ -315,19 +321,25 @@ def test_inplace_activation_overwrites_input():
 
 def test_functional_one_hot_and_pad_match_torch():
     idx = np.array([[0, 3], [2, 1]])
-    np.testing.assert_array_equal(F.one_hot(lf.tensor(idx), 5).numpy(),
-                                  torch.nn.functional.one_hot(torch.tensor(idx), 5).numpy())
+    np.testing.assert_array_equal(
+        F.one_hot(lf.tensor(idx), 5).numpy(), torch.nn.functional.one_hot(torch.tensor(idx), 5).numpy()
+    )
     x = np.arange(12, dtype=np.float32).reshape(1, 3, 4)
     for mode in ("constant", "reflect", "replicate", "circular"):
-        np.testing.assert_array_equal(F.pad(lf.tensor(x), (1, 2), mode=mode).numpy(),
-                                      torch.nn.functional.pad(torch.tensor(x), (1, 2), mode=mode).numpy())
+        np.testing.assert_array_equal(
+            F.pad(lf.tensor(x), (1, 2), mode=mode).numpy(),
+            torch.nn.functional.pad(torch.tensor(x), (1, 2), mode=mode).numpy(),
+        )
 
 
 def test_normalize_matches_torch():
     x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     for p, dim in ((2.0, 1), (1.0, 0)):
-        np.testing.assert_allclose(F.normalize(lf.tensor(x), p=p, dim=dim).numpy(),
-                                   torch.nn.functional.normalize(torch.tensor(x), p=p, dim=dim).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(
+            F.normalize(lf.tensor(x), p=p, dim=dim).numpy(),
+            torch.nn.functional.normalize(torch.tensor(x), p=p, dim=dim).numpy(),
+            rtol=1e-6,
+        )
 
 
 def test_compiled_dropout_draws_fresh_masks_and_follows_eval():

@@ -43,8 +43,16 @@ CONV_CASES = [
 def _conv_ref(x, w, stride, padding, dilation, groups):
     nd = x.ndim - 2
     dn = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW"), 3: ("NCDHW", "OIDHW", "NCDHW")}[nd]
-    return lax.conv_general_dilated(x, w, stride, padding, rhs_dilation=dilation, feature_group_count=groups,
-                                    dimension_numbers=dn, precision=lax.Precision.HIGHEST)
+    return lax.conv_general_dilated(
+        x,
+        w,
+        stride,
+        padding,
+        rhs_dilation=dilation,
+        feature_group_count=groups,
+        dimension_numbers=dn,
+        precision=lax.Precision.HIGHEST,
+    )
 
 
 def test_every_lowering_is_tested():
@@ -66,11 +74,14 @@ def test_conv_lowerings_match_lax_forward_and_vjp(case):
         res = {}
         for name in names + ["ref"]:
             if name == "ref":
+
                 def f(x, w):
                     return _conv_ref(x, w, stride, padding, dilation, groups)
             else:
+
                 def f(x, w, impl=opsnn.CONV_LOWERINGS[name]):
                     return impl(x, w, stride=stride, padding=padding, dilation=dilation, groups=groups)
+
             y, pull = jax.vjp(f, x, w)
             res[name] = (y, *pull(ct))
         return res
@@ -81,15 +92,18 @@ def test_conv_lowerings_match_lax_forward_and_vjp(case):
             _close(got, want, f"{name} {what}")
 
 
-@pytest.mark.parametrize("xs,ws,stride,pad,want", [
-    ((8, 512, 2, 2), (512, 512, 3, 3), (1, 1), ((1, 1), (1, 1)), "im2col"),  # small spatial, many channels
-    ((2, 512, 7, 7), (512, 512, 3, 3), (1, 1), ((1, 1), (1, 1)), "im2col"),
-    ((2, 256, 14, 14), (256, 256, 3, 3), (1, 1), ((1, 1), (1, 1)), "xla"),
-    ((2, 256, 56, 56), (64, 256, 1, 1), (1, 1), ((0, 0), (0, 0)), "im2col"),  # every 1x1 is one dot
-    ((32, 32, 32, 32), (64, 32, 3, 3), (1, 1), ((1, 1), (1, 1)), "xla"),  # large activation
-    ((2, 3, 224, 224), (64, 3, 7, 7), (2, 2), ((3, 3), (3, 3)), "xla"),  # RGB stem
-    ((2, 8, 4, 4), (8, 2, 3, 3), (1, 1), ((1, 1), (1, 1)), "xla"),  # grouped
-])
+@pytest.mark.parametrize(
+    "xs,ws,stride,pad,want",
+    [
+        ((8, 512, 2, 2), (512, 512, 3, 3), (1, 1), ((1, 1), (1, 1)), "im2col"),  # small spatial, many channels
+        ((2, 512, 7, 7), (512, 512, 3, 3), (1, 1), ((1, 1), (1, 1)), "im2col"),
+        ((2, 256, 14, 14), (256, 256, 3, 3), (1, 1), ((1, 1), (1, 1)), "xla"),
+        ((2, 256, 56, 56), (64, 256, 1, 1), (1, 1), ((0, 0), (0, 0)), "im2col"),  # every 1x1 is one dot
+        ((32, 32, 32, 32), (64, 32, 3, 3), (1, 1), ((1, 1), (1, 1)), "xla"),  # large activation
+        ((2, 3, 224, 224), (64, 3, 7, 7), (2, 2), ((3, 3), (3, 3)), "xla"),  # RGB stem
+        ((2, 8, 4, 4), (8, 2, 3, 3), (1, 1), ((1, 1), (1, 1)), "xla"),  # grouped
+    ],
+)
 def test_conv_lowering_choice(xs, ws, stride, pad, want):
     groups = xs[1] // ws[1]
     assert opsnn.conv_lowering(xs, ws, stride, pad, (1, 1), groups) == want
@@ -145,8 +159,13 @@ def _conv_case(case, compiled):
     lfn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nd]
     tfn = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d, 3: torch.nn.functional.conv3d}[nd]
     shapes = [xs, ws] + ([(ws[0],)] if bias else [])
-    _check_fn(lambda *a: lfn(*a[:2], a[2] if bias else None, **kw),
-              lambda *a: tfn(*a[:2], a[2] if bias else None, **kw), shapes, seed=case, compiled=compiled)
+    _check_fn(
+        lambda *a: lfn(*a[:2], a[2] if bias else None, **kw),
+        lambda *a: tfn(*a[:2], a[2] if bias else None, **kw),
+        shapes,
+        seed=case,
+        compiled=compiled,
+    )
 
 
 FUNC_CONV_T = [
@@ -165,8 +184,13 @@ def test_conv_transpose_vs_torch(case, compiled=False):
     cout = ws[1] * kw.get("groups", 1)
     lfn = F.conv_transpose1d if nd == 1 else F.conv_transpose2d
     tfn = torch.nn.functional.conv_transpose1d if nd == 1 else torch.nn.functional.conv_transpose2d
-    _check_fn(lambda x, w, b: lfn(x, w, b, **kw), lambda x, w, b: tfn(x, w, b, **kw), [xs, ws, (cout,)],
-              seed=10 + case, compiled=compiled)
+    _check_fn(
+        lambda x, w, b: lfn(x, w, b, **kw),
+        lambda x, w, b: tfn(x, w, b, **kw),
+        [xs, ws, (cout,)],
+        seed=10 + case,
+        compiled=compiled,
+    )
 
 
 # (function name, input shape, kwargs)
@@ -177,8 +201,11 @@ POOLS = [
     ("max_pool1d", (2, 3, 11), {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}),
     ("avg_pool2d", (2, 3, 9, 8), {"kernel_size": 3, "stride": 2, "padding": 1}),
     ("avg_pool2d", (2, 3, 9, 8), {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}),
-    ("avg_pool2d", (2, 3, 8, 7), {"kernel_size": 2, "stride": 2, "padding": 1, "ceil_mode": True,
-                                  "count_include_pad": False}),
+    (
+        "avg_pool2d",
+        (2, 3, 8, 7),
+        {"kernel_size": 2, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+    ),
     ("avg_pool2d", (2, 3, 8, 7), {"kernel_size": 3, "divisor_override": 4}),
     ("avg_pool1d", (2, 3, 10), {"kernel_size": 4, "stride": 3, "padding": 2, "ceil_mode": True}),
     ("adaptive_avg_pool2d", (2, 3, 7, 9), {"output_size": (3, 4)}),  # non-divisible bins (overlapping)
@@ -191,15 +218,23 @@ POOLS = [
 @pytest.mark.parametrize("case", range(len(POOLS)))
 def test_pool_vs_torch(case, compiled=False):
     name, xs, kw = POOLS[case]
-    _check_fn(lambda x: getattr(F, name)(x, **kw), lambda x: getattr(torch.nn.functional, name)(x, **kw), [xs],
-              seed=20 + case, compiled=compiled)
+    _check_fn(
+        lambda x: getattr(F, name)(x, **kw),
+        lambda x: getattr(torch.nn.functional, name)(x, **kw),
+        [xs],
+        seed=20 + case,
+        compiled=compiled,
+    )
 
 
-@pytest.mark.parametrize("nd,xs,kw", [
-    (2, (2, 3, 9, 8), {"kernel_size": 3, "stride": 2, "padding": 1}),
-    (2, (2, 3, 10, 9), {"kernel_size": 2, "stride": 3, "dilation": 2, "ceil_mode": True, "padding": 1}),
-    (1, (2, 3, 11), {"kernel_size": 3, "stride": 2, "ceil_mode": True}),
-])
+@pytest.mark.parametrize(
+    "nd,xs,kw",
+    [
+        (2, (2, 3, 9, 8), {"kernel_size": 3, "stride": 2, "padding": 1}),
+        (2, (2, 3, 10, 9), {"kernel_size": 2, "stride": 3, "dilation": 2, "ceil_mode": True, "padding": 1}),
+        (1, (2, 3, 11), {"kernel_size": 3, "stride": 2, "ceil_mode": True}),
+    ],
+)
 def test_max_pool_return_indices_vs_torch(nd, xs, kw):
     xl, xt = _pair(xs, 3)
     fn = F.max_pool2d if nd == 2 else F.max_pool1d
@@ -245,8 +280,19 @@ LAYERS = [
     ("avgpool2d", lambda m: m.AvgPool2d(3, 2, 1, ceil_mode=True), (2, 3, 8, 8)),
     ("adaptive1d", lambda m: m.AdaptiveAvgPool1d(4), (2, 3, 9)),
     ("adaptive2d", lambda m: m.AdaptiveAvgPool2d((3, None)), (2, 3, 7, 5)),
-    ("cnn", lambda m: m.Sequential(m.Conv2d(3, 8, 3, padding=1), m.ReLU(), m.MaxPool2d(2), m.Conv2d(8, 8, 1),
-                                   m.AdaptiveAvgPool2d(1), m.Flatten(), m.Linear(8, 3)), (2, 3, 8, 8)),
+    (
+        "cnn",
+        lambda m: m.Sequential(
+            m.Conv2d(3, 8, 3, padding=1),
+            m.ReLU(),
+            m.MaxPool2d(2),
+            m.Conv2d(8, 8, 1),
+            m.AdaptiveAvgPool2d(1),
+            m.Flatten(),
+            m.Linear(8, 3),
+        ),
+        (2, 3, 8, 8),
+    ),
 ]
 LAYER_IDS = [r[0] for r in LAYERS]
 
@@ -271,8 +317,9 @@ def _pair_module(ctor):
 def test_layer_keys_shapes_and_repr(case):
     _, ctor, _ = case
     lm, tm = _pair_module(ctor)
-    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == \
-        [(k, tuple(v.shape)) for k, v in tm.state_dict().items()]
+    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == [
+        (k, tuple(v.shape)) for k, v in tm.state_dict().items()
+    ]
     assert [k for k, _ in lm.named_parameters()] == [k for k, _ in tm.named_parameters()]
     assert repr(lm) == repr(tm)
 
@@ -295,11 +342,14 @@ def test_layer_forward_backward_vs_torch(case, compiled):
         _close(p.grad.numpy(), tp[k].grad.numpy(), f"grad of {k}")
 
 
-@pytest.mark.parametrize("ctor,fan_in", [
-    (lambda m: m.Conv2d(6, 8, 3, groups=2), 27),
-    (lambda m: m.Conv1d(5, 40, 4), 20),
-    (lambda m: m.ConvTranspose2d(8, 6, 3, groups=2), 27),
-])
+@pytest.mark.parametrize(
+    "ctor,fan_in",
+    [
+        (lambda m: m.Conv2d(6, 8, 3, groups=2), 27),
+        (lambda m: m.Conv1d(5, 40, 4), 20),
+        (lambda m: m.ConvTranspose2d(8, 6, 3, groups=2), 27),
+    ],
+)
 def test_conv_default_init_distribution(ctor, fan_in):
     lf.manual_seed(0)
     sizes = []
@@ -325,15 +375,18 @@ def test_conv_transpose_output_size_vs_torch():
 
 
 # ---------------------------------------------------------------- bad input
-@pytest.mark.parametrize("layer,shape,pattern", [
-    (lambda: lf.nn.Conv2d(3, 4, 3), (2, 5, 8, 8), r"Conv2d\(3, 4.*\(N, 3, H, W\).*\[2, 5, 8, 8\]"),
-    (lambda: lf.nn.Conv2d(3, 4, 3), (2, 3, 8), r"Conv2d.*\[2, 3, 8\]"),
-    (lambda: lf.nn.Conv1d(3, 4, 3), (2, 3, 8, 8), r"Conv1d.*\(N, 3, L\).*\[2, 3, 8, 8\]"),
-    (lambda: lf.nn.ConvTranspose2d(3, 4, 3), (2, 4, 8, 8), r"ConvTranspose2d.*\[2, 4, 8, 8\]"),
-    (lambda: lf.nn.MaxPool2d(2), (8, 8), r"MaxPool2d.*\[8, 8\]"),
-    (lambda: lf.nn.AvgPool1d(2), (2, 3, 8, 8), r"AvgPool1d.*\[2, 3, 8, 8\]"),
-    (lambda: lf.nn.AdaptiveAvgPool2d(2), (8,), r"AdaptiveAvgPool2d.*\[8\]"),
-])
+@pytest.mark.parametrize(
+    "layer,shape,pattern",
+    [
+        (lambda: lf.nn.Conv2d(3, 4, 3), (2, 5, 8, 8), r"Conv2d\(3, 4.*\(N, 3, H, W\).*\[2, 5, 8, 8\]"),
+        (lambda: lf.nn.Conv2d(3, 4, 3), (2, 3, 8), r"Conv2d.*\[2, 3, 8\]"),
+        (lambda: lf.nn.Conv1d(3, 4, 3), (2, 3, 8, 8), r"Conv1d.*\(N, 3, L\).*\[2, 3, 8, 8\]"),
+        (lambda: lf.nn.ConvTranspose2d(3, 4, 3), (2, 4, 8, 8), r"ConvTranspose2d.*\[2, 4, 8, 8\]"),
+        (lambda: lf.nn.MaxPool2d(2), (8, 8), r"MaxPool2d.*\[8, 8\]"),
+        (lambda: lf.nn.AvgPool1d(2), (2, 3, 8, 8), r"AvgPool1d.*\[2, 3, 8, 8\]"),
+        (lambda: lf.nn.AdaptiveAvgPool2d(2), (8,), r"AdaptiveAvgPool2d.*\[8\]"),
+    ],
+)
 def test_layer_bad_input_names_layer_and_shapes(layer, shape, pattern):
     with pytest.raises(lf.ShapeError, match=pattern):
         layer()(lf.zeros(*shape))
@@ -357,8 +410,7 @@ def test_functional_bad_arguments():
         lf.nn.Conv2d(3, 4, 3, groups=2)
 
 
-@pytest.mark.parametrize("case", [r for r in LAYERS if r[0] in ("conv2d_groups", "convT2d", "cnn")],
-                         ids=lambda r: r[0])
+@pytest.mark.parametrize("case", [r for r in LAYERS if r[0] in ("conv2d_groups", "convT2d", "cnn")], ids=lambda r: r[0])
 def test_state_dict_round_trip_and_deepcopy(case):
     import copy
 

@@ -68,8 +68,9 @@ def test_traversal_orders_match_torch(pair):
     assert _names(lm.named_modules()) == _names(tm.named_modules())
     assert _names(lm.named_modules(remove_duplicate=False)) == _names(tm.named_modules(remove_duplicate=False))
     assert _names(lm.named_parameters(remove_duplicate=False)) == _names(tm.named_parameters(remove_duplicate=False))
-    assert _names(lm.named_parameters(prefix="p", recurse=False)) == _names(tm.named_parameters(prefix="p",
-                                                                                                recurse=False))
+    assert _names(lm.named_parameters(prefix="p", recurse=False)) == _names(
+        tm.named_parameters(prefix="p", recurse=False)
+    )
     assert _names(lm.first.named_buffers(prefix="x")) == _names(tm.first.named_buffers(prefix="x"))
     assert len(list(lm.parameters())) == len(list(tm.parameters()))
     assert len(list(lm.children())) == len(list(tm.children()))
@@ -78,8 +79,9 @@ def test_traversal_orders_match_torch(pair):
 
 def test_state_dict_layout_matches_torch(pair):
     lm, tm = pair
-    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == \
-        [(k, tuple(v.shape)) for k, v in tm.state_dict().items()]
+    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == [
+        (k, tuple(v.shape)) for k, v in tm.state_dict().items()
+    ]
     sd = lm.state_dict()
     assert isinstance(sd, OrderedDict) and "first.cache" not in sd
     assert type(sd["bias"]) is lf.Tensor and not sd["bias"].requires_grad
@@ -183,10 +185,12 @@ def test_load_state_dict_strict_reports_every_problem_once():
     assert msg.startswith("Error(s) in loading state_dict for Sequential:")
     assert 'Missing key(s) in state_dict: "1.weight", "1.bias".' in msg
     # torch's order (each module reports the keys under its own prefix), each with its nearest key
-    assert ('Unexpected key(s) in state_dict: "2.bias" (did you mean "1.bias"?), "1.wieght" (did you mean '
-            '"1.weight"?).') in msg
-    assert ("size mismatch for 0.bias: copying a param with shape (4,) from checkpoint, the shape in current "
-            "model is (3,).") in msg
+    assert (
+        'Unexpected key(s) in state_dict: "2.bias" (did you mean "1.bias"?), "1.wieght" (did you mean "1.weight"?).'
+    ) in msg
+    assert (
+        "size mismatch for 0.bias: copying a param with shape (4,) from checkpoint, the shape in current model is (3,)."
+    ) in msg
     assert isinstance(info.value, RuntimeError)
 
 
@@ -291,8 +295,9 @@ def test_to_and_float_conversions_keep_parameter_identity():
 def test_module_repr_matches_torch(pair):
     lm, tm = pair
     assert repr(lm) == repr(tm).replace("torch.float32", "lazyflow.float32")
-    assert repr(nn.ModuleList([nn.Linear(2, 2)] * 3 + [nn.ReLU()])) == \
-        repr(torch.nn.ModuleList([torch.nn.Linear(2, 2)] * 3 + [torch.nn.ReLU()]))
+    assert repr(nn.ModuleList([nn.Linear(2, 2)] * 3 + [nn.ReLU()])) == repr(
+        torch.nn.ModuleList([torch.nn.Linear(2, 2)] * 3 + [torch.nn.ReLU()])
+    )
 
 
 def _check_clone(clone, original, x, ref):
@@ -390,8 +395,13 @@ def test_module_state_is_only_in_parameters_and_buffers():
     """Graph mode relies on this: every tensor a layer holds is a registered Parameter or buffer."""
     from lazyflow.nn import modules
 
-    layers = [nn.Linear(2, 2), nn.Bilinear(2, 2, 2), nn.Embedding(3, 2, padding_idx=0),
-              nn.CrossEntropyLoss(weight=lf.ones(3)), nn.BCEWithLogitsLoss(pos_weight=lf.ones(2))]
+    layers = [
+        nn.Linear(2, 2),
+        nn.Bilinear(2, 2, 2),
+        nn.Embedding(3, 2, padding_idx=0),
+        nn.CrossEntropyLoss(weight=lf.ones(3)),
+        nn.BCEWithLogitsLoss(pos_weight=lf.ones(2)),
+    ]
     for layer in layers:
         for k, v in vars(layer).items():
             assert not isinstance(v, lf.Tensor), f"{type(layer).__name__}.{k} is a plain tensor attribute"

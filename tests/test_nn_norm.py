@@ -81,8 +81,9 @@ def _check_buffers(lm, tm):
 def test_keys_shapes_repr_and_defaults(case):
     _, ctor, _ = case
     tm, lm = ctor(torch.nn), ctor(lf.nn)
-    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == \
-        [(k, tuple(v.shape)) for k, v in tm.state_dict().items()]
+    assert [(k, tuple(v.shape)) for k, v in lm.state_dict().items()] == [
+        (k, tuple(v.shape)) for k, v in tm.state_dict().items()
+    ]
     assert repr(lm) == repr(tm)
     for k, v in tm.state_dict().items():  # default init: ones/zeros, int64 counter
         np.testing.assert_array_equal(lm.state_dict()[k].numpy(), v.numpy(), err_msg=k)
@@ -150,8 +151,10 @@ def test_functional_forms_vs_torch():
     rml, rvl = lf.tensor(rm), lf.tensor(rv)
     rmt, rvt = torch.tensor(rm), torch.tensor(rv)
     cases = [
-        (F.batch_norm(xl, rml, rvl, wl, bl, True, 0.2, 1e-3),
-         torch.nn.functional.batch_norm(xt, rmt, rvt, wt, bt, True, 0.2, 1e-3)),
+        (
+            F.batch_norm(xl, rml, rvl, wl, bl, True, 0.2, 1e-3),
+            torch.nn.functional.batch_norm(xt, rmt, rvt, wt, bt, True, 0.2, 1e-3),
+        ),
         (F.batch_norm(xl, rml, rvl, wl, bl, False), torch.nn.functional.batch_norm(xt, rmt, rvt, wt, bt, False)),
         (F.batch_norm(xl, None, None, training=True), torch.nn.functional.batch_norm(xt, None, None, training=True)),
         (F.group_norm(xl, 2, wl, bl), torch.nn.functional.group_norm(xt, 2, wt, bt)),
@@ -169,15 +172,18 @@ def test_functional_forms_vs_torch():
 
 
 # ---------------------------------------------------------------- bad input
-@pytest.mark.parametrize("layer,shape,pattern", [
-    (lambda: lf.nn.BatchNorm2d(3), (2, 4, 5, 5), r"BatchNorm2d\(3, .*\(N, 3, H, W\).*\[2, 4, 5, 5\]"),
-    (lambda: lf.nn.BatchNorm2d(3), (2, 3, 5), r"BatchNorm2d.*\[2, 3, 5\]"),
-    (lambda: lf.nn.BatchNorm1d(3), (2, 3, 4, 4), r"BatchNorm1d.*\(N, 3\) or \(N, 3, L\).*\[2, 3, 4, 4\]"),
-    (lambda: lf.nn.LayerNorm(4), (2, 5), r"LayerNorm\(\(4,\).*\(\*, 4\).*\[2, 5\]"),
-    (lambda: lf.nn.GroupNorm(2, 4), (2, 6, 3), r"GroupNorm\(2, 4.*\(N, 4, \*\).*\[2, 6, 3\]"),
-    (lambda: lf.nn.RMSNorm((2, 3)), (4, 3, 2), r"RMSNorm.*\(\*, 2, 3\).*\[4, 3, 2\]"),
-    (lambda: lf.nn.BatchNorm1d(3), (1, 3), r"more than 1 value per channel.*\[1, 3\]"),
-])
+@pytest.mark.parametrize(
+    "layer,shape,pattern",
+    [
+        (lambda: lf.nn.BatchNorm2d(3), (2, 4, 5, 5), r"BatchNorm2d\(3, .*\(N, 3, H, W\).*\[2, 4, 5, 5\]"),
+        (lambda: lf.nn.BatchNorm2d(3), (2, 3, 5), r"BatchNorm2d.*\[2, 3, 5\]"),
+        (lambda: lf.nn.BatchNorm1d(3), (2, 3, 4, 4), r"BatchNorm1d.*\(N, 3\) or \(N, 3, L\).*\[2, 3, 4, 4\]"),
+        (lambda: lf.nn.LayerNorm(4), (2, 5), r"LayerNorm\(\(4,\).*\(\*, 4\).*\[2, 5\]"),
+        (lambda: lf.nn.GroupNorm(2, 4), (2, 6, 3), r"GroupNorm\(2, 4.*\(N, 4, \*\).*\[2, 6, 3\]"),
+        (lambda: lf.nn.RMSNorm((2, 3)), (4, 3, 2), r"RMSNorm.*\(\*, 2, 3\).*\[4, 3, 2\]"),
+        (lambda: lf.nn.BatchNorm1d(3), (1, 3), r"more than 1 value per channel.*\[1, 3\]"),
+    ],
+)
 def test_bad_input_names_layer_and_shapes(layer, shape, pattern):
     with pytest.raises(lf.ShapeError, match=pattern):
         layer()(lf.zeros(*shape))

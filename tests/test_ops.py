@@ -60,11 +60,28 @@ def _np_add_at(x, idx, v):
     return x
 
 
-NP = _XP(np, {"erf": sps.erf, "erfinv": sps.erfinv, "expit": sps.expit, "set_at": _np_set,
-              "add_at": _np_add_at, "is_jax": False})
-JNP = _XP(jnp, {"erf": jsps.erf, "erfinv": jsps.erfinv, "expit": jax.nn.sigmoid,
-                "set_at": lambda x, idx, v: x.at[idx].set(v), "add_at": lambda x, idx, v: x.at[idx].add(v),
-                "is_jax": True})
+NP = _XP(
+    np,
+    {
+        "erf": sps.erf,
+        "erfinv": sps.erfinv,
+        "expit": sps.expit,
+        "set_at": _np_set,
+        "add_at": _np_add_at,
+        "is_jax": False,
+    },
+)
+JNP = _XP(
+    jnp,
+    {
+        "erf": jsps.erf,
+        "erfinv": jsps.erfinv,
+        "expit": jax.nn.sigmoid,
+        "set_at": lambda x, idx, v: x.at[idx].set(v),
+        "add_at": lambda x, idx, v: x.at[idx].add(v),
+        "is_jax": True,
+    },
+)
 
 
 # ---------------------------------------------------------------- input specs
@@ -178,7 +195,7 @@ def _fdtype(case):
 CASES: list[Case] = []
 
 
-def case(id, ops, fn, ref, **kw):  # noqa: A002
+def case(id, ops, fn, ref, **kw):
     ops = (ops,) if isinstance(ops, str) else tuple(ops)
     CASES.append(Case(id, ops, fn, ref, **kw))
 
@@ -214,7 +231,7 @@ UNARY = [
     ("atan", lambda xp, x: xp.arctan(x), (-3, 3), FLOATS, "float", 1),
     ("sinh", lambda xp, x: xp.sinh(x), (-2, 2), FLOATS, "float", 1),
     ("cosh", lambda xp, x: xp.cosh(x), (-2, 2), FLOATS, "float", 1),
-    ("exp2", lambda xp, x: 2.0 ** x, (-2, 2), FLOATS, "float", 1),
+    ("exp2", lambda xp, x: 2.0**x, (-2, 2), FLOATS, "float", 1),
     ("logsigmoid", lambda xp, x: -xp.logaddexp(0.0, -x), (-4, 4), FLOATS, "float", 1),
     ("neg", lambda xp, x: -x, (-2, 2), FLOATS + (I64, I32), "same", 1),
     ("abs", lambda xp, x: xp.abs(x), (-2, 2), FLOATS + (I64, I32), "same", 1),
@@ -226,42 +243,103 @@ UNARY = [
     ("trunc", lambda xp, x: xp.trunc(x), (-3, 3), FLOATS + (I64,), "same", 1),
 ]
 for _name, _ref, (_lo, _hi), _dts, _out, _f in UNARY:
-    case(_name, _name, getattr(lf, _name, None) or getattr(NF, _name), _ref, inputs=(A(3, 4, lo=_lo, hi=_hi),),
-         dtypes=_dts, out=_out, grad2=_name not in ("floor", "ceil", "trunc", "sign"), rtol=1e-5 * _f,
-         atol=1e-6 * _f, grtol=1e-4 * _f)
+    case(
+        _name,
+        _name,
+        getattr(lf, _name, None) or getattr(NF, _name),
+        _ref,
+        inputs=(A(3, 4, lo=_lo, hi=_hi),),
+        dtypes=_dts,
+        out=_out,
+        grad2=_name not in ("floor", "ceil", "trunc", "sign"),
+        rtol=1e-5 * _f,
+        atol=1e-6 * _f,
+        grtol=1e-4 * _f,
+    )
 
 case("round", "round", lf.round, lambda xp, x: xp.round(x), inputs=(A(3, 4, lo=-4, hi=4),), dtypes=FLOATS + (I64,))
-case("round_decimals", "round", lambda x: lf.round(x, decimals=2), lambda xp, x: xp.round(x, 2),
-     inputs=(A(3, 4, lo=-4, hi=4),), dtypes=(F64,), grad=False)
+case(
+    "round_decimals",
+    "round",
+    lambda x: lf.round(x, decimals=2),
+    lambda xp, x: xp.round(x, 2),
+    inputs=(A(3, 4, lo=-4, hi=4),),
+    dtypes=(F64,),
+    grad=False,
+)
 case("gelu", "gelu", lf.gelu, lambda xp, x: 0.5 * x * (1 + xp.erf(x / _SQRT2)), dtypes=FLOATS, grad2=True)
-case("gelu_tanh", "gelu", lambda x: lf.gelu(x, approximate="tanh"),
-     lambda xp, x: 0.5 * x * (1 + xp.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))), dtypes=FLOATS)
+case(
+    "gelu_tanh",
+    "gelu",
+    lambda x: lf.gelu(x, approximate="tanh"),
+    lambda xp, x: 0.5 * x * (1 + xp.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    dtypes=FLOATS,
+)
 case("softplus", "softplus", lf.softplus, lambda xp, x: xp.logaddexp(0.0, x), dtypes=FLOATS, grad2=True)
-case("softplus_beta", "softplus", lambda x: lf.softplus(x, beta=2.0, threshold=3.0),
-     lambda xp, x: xp.where(2 * x > 3.0, x, xp.logaddexp(0.0, 2 * x) / 2), inputs=(A(4, 5, lo=-3, hi=3),))
-case("leaky_relu", "leaky_relu", lambda x: NF.leaky_relu(x, 0.1), lambda xp, x: xp.where(x >= 0, x, 0.1 * x),
-     dtypes=(F32, F64))
-case("elu", "elu", lambda x: NF.elu(x, 1.5), lambda xp, x: xp.where(x > 0, x, 1.5 * (xp.exp(x) - 1)),
-     dtypes=(F32, F64))
-case("hardtanh", "hardtanh", lambda x: NF.hardtanh(x, -0.5, 1.0), lambda xp, x: xp.clip(x, -0.5, 1.0),
-     dtypes=(F32, F64))
+case(
+    "softplus_beta",
+    "softplus",
+    lambda x: lf.softplus(x, beta=2.0, threshold=3.0),
+    lambda xp, x: xp.where(2 * x > 3.0, x, xp.logaddexp(0.0, 2 * x) / 2),
+    inputs=(A(4, 5, lo=-3, hi=3),),
+)
+case(
+    "leaky_relu",
+    "leaky_relu",
+    lambda x: NF.leaky_relu(x, 0.1),
+    lambda xp, x: xp.where(x >= 0, x, 0.1 * x),
+    dtypes=(F32, F64),
+)
+case("elu", "elu", lambda x: NF.elu(x, 1.5), lambda xp, x: xp.where(x > 0, x, 1.5 * (xp.exp(x) - 1)), dtypes=(F32, F64))
+case(
+    "hardtanh", "hardtanh", lambda x: NF.hardtanh(x, -0.5, 1.0), lambda xp, x: xp.clip(x, -0.5, 1.0), dtypes=(F32, F64)
+)
 _SPECIAL = np.array([np.nan, np.inf, -np.inf, 1.0, -2.0, 0.0], np.float32)
-for _name, _ref in [("isnan", lambda xp, x: xp.isnan(x)), ("isinf", lambda xp, x: xp.isinf(x)),
-                    ("isfinite", lambda xp, x: xp.isfinite(x))]:
-    case(_name, _name, lambda x, _n=_name: getattr(lf, _n)(x / x.abs().clamp(min=0.5) + lf.tensor(_SPECIAL)),
-         lambda xp, x, _r=_ref: _r(xp, x / xp.maximum(xp.abs(x), 0.5) + xp.asarray(_SPECIAL, xp.float64)),
-         inputs=(A(6),), out="bool", grad=False, dtypes=(F32,))
-case("nan_to_num", "nan_to_num", lambda x: lf.nan_to_num(x / x.abs().clamp(min=0.5) + lf.tensor(_SPECIAL), 9.0,
-                                                          5.0, -5.0),
-     lambda xp, x: xp.nan_to_num(x / xp.maximum(xp.abs(x), 0.5) + xp.asarray(_SPECIAL, xp.float64), nan=9.0,
-                                 posinf=5.0, neginf=-5.0), inputs=(A(6),))
-case("logical_not", "logical_not", lf.logical_not, lambda xp, x: xp.logical_not(x), inputs=(A(3, 4, lo=-1, hi=1),),
-     dtypes=(F32, I64, BOOL), out="bool", grad=False)
-case("bitwise_not", "bitwise_not", lf.bitwise_not, lambda xp, x: xp.invert(x), inputs=(A(3, 4, lo=-9, hi=9),),
-     dtypes=(I64, I32, U8, BOOL), grad=False)
+for _name, _ref in [
+    ("isnan", lambda xp, x: xp.isnan(x)),
+    ("isinf", lambda xp, x: xp.isinf(x)),
+    ("isfinite", lambda xp, x: xp.isfinite(x)),
+]:
+    case(
+        _name,
+        _name,
+        lambda x, _n=_name: getattr(lf, _n)(x / x.abs().clamp(min=0.5) + lf.tensor(_SPECIAL)),
+        lambda xp, x, _r=_ref: _r(xp, x / xp.maximum(xp.abs(x), 0.5) + xp.asarray(_SPECIAL, xp.float64)),
+        inputs=(A(6),),
+        out="bool",
+        grad=False,
+        dtypes=(F32,),
+    )
+case(
+    "nan_to_num",
+    "nan_to_num",
+    lambda x: lf.nan_to_num(x / x.abs().clamp(min=0.5) + lf.tensor(_SPECIAL), 9.0, 5.0, -5.0),
+    lambda xp, x: xp.nan_to_num(
+        x / xp.maximum(xp.abs(x), 0.5) + xp.asarray(_SPECIAL, xp.float64), nan=9.0, posinf=5.0, neginf=-5.0
+    ),
+    inputs=(A(6),),
+)
+case(
+    "logical_not",
+    "logical_not",
+    lf.logical_not,
+    lambda xp, x: xp.logical_not(x),
+    inputs=(A(3, 4, lo=-1, hi=1),),
+    dtypes=(F32, I64, BOOL),
+    out="bool",
+    grad=False,
+)
+case(
+    "bitwise_not",
+    "bitwise_not",
+    lf.bitwise_not,
+    lambda xp, x: xp.invert(x),
+    inputs=(A(3, 4, lo=-9, hi=9),),
+    dtypes=(I64, I32, U8, BOOL),
+    grad=False,
+)
 case("cast", "cast", lambda x: x.to(lf.float64) * 1.0, lambda xp, x: x, dtypes=(F32,), out=F64)
-case("cast_int", "cast", lambda x: x.to(lf.int32), lambda xp, x: xp.trunc(x), dtypes=(F32, F64), out=I32,
-     grad=False)
+case("cast_int", "cast", lambda x: x.to(lf.int32), lambda xp, x: xp.trunc(x), dtypes=(F32, F64), out=I32, grad=False)
 case("copy", "copy", lf.clone, lambda xp, x: x, dtypes=FLOATS + (I64, BOOL))
 
 # ---------------------------------------------------------------- binary elementwise, broadcasting, scalars
@@ -269,105 +347,284 @@ _BCAST = ((A(2, 1, 4), A(3, 1)), (A(3, 4), S(1.5)))
 BINARY = [
     # id, op, lazyflow fn, reference, domains, dtypes, out, grad2
     ("add", "add", lambda a, b: a + b, lambda xp, a, b: a + b, {}, F64S + (I64, I32), "same", True),
-    ("add_alpha", ("add", "mul"), lambda a, b: lf.add(a, b, alpha=2), lambda xp, a, b: a + 2 * b, {}, (F32, I64),
-     "same", False),
+    (
+        "add_alpha",
+        ("add", "mul"),
+        lambda a, b: lf.add(a, b, alpha=2),
+        lambda xp, a, b: a + 2 * b,
+        {},
+        (F32, I64),
+        "same",
+        False,
+    ),
     ("sub", "sub", lambda a, b: a - b, lambda xp, a, b: a - b, {}, FLOATS + (I64,), "same", True),
     ("mul", "mul", lambda a, b: a * b, lambda xp, a, b: a * b, {}, FLOATS + (I64, BOOL), "same", True),
     ("div", "div", lambda a, b: a / b, lambda xp, a, b: a / b, {"nonzero": True}, F64S + (I64,), "float", True),
-    ("div_trunc", "div_trunc", lambda a, b: lf.div(a, b, rounding_mode="trunc"), lambda xp, a, b: xp.trunc(a / b)
-     if a.dtype.kind == "f" else xp.sign(a) * xp.sign(b) * (xp.abs(a) // xp.abs(b)), {"nonzero": True, "lo": -7,
-                                                                                       "hi": 7},
-     (F32, F64, I64), "same", False),
-    ("floor_divide", "floor_divide", lambda a, b: a // b, lambda xp, a, b: xp.floor_divide(a, b),
-     {"nonzero": True, "lo": -7, "hi": 7}, (F32, F64, I64, I32), "same", False),
-    ("remainder", "remainder", lambda a, b: a % b, lambda xp, a, b: xp.remainder(a, b),
-     {"nonzero": True, "lo": -7, "hi": 7}, (F32, F64, I64), "same", False),
-    ("fmod", "fmod", lf.fmod, lambda xp, a, b: xp.fmod(a, b), {"nonzero": True, "lo": -7, "hi": 7}, (F32, F64, I64),
-     "same", False),
-    ("pow", "pow", lambda a, b: a ** b, lambda xp, a, b: a ** b, {"lo": 0.5, "hi": 2}, F64S, "same", True),
+    (
+        "div_trunc",
+        "div_trunc",
+        lambda a, b: lf.div(a, b, rounding_mode="trunc"),
+        lambda xp, a, b: xp.trunc(a / b) if a.dtype.kind == "f" else xp.sign(a) * xp.sign(b) * (xp.abs(a) // xp.abs(b)),
+        {"nonzero": True, "lo": -7, "hi": 7},
+        (F32, F64, I64),
+        "same",
+        False,
+    ),
+    (
+        "floor_divide",
+        "floor_divide",
+        lambda a, b: a // b,
+        lambda xp, a, b: xp.floor_divide(a, b),
+        {"nonzero": True, "lo": -7, "hi": 7},
+        (F32, F64, I64, I32),
+        "same",
+        False,
+    ),
+    (
+        "remainder",
+        "remainder",
+        lambda a, b: a % b,
+        lambda xp, a, b: xp.remainder(a, b),
+        {"nonzero": True, "lo": -7, "hi": 7},
+        (F32, F64, I64),
+        "same",
+        False,
+    ),
+    (
+        "fmod",
+        "fmod",
+        lf.fmod,
+        lambda xp, a, b: xp.fmod(a, b),
+        {"nonzero": True, "lo": -7, "hi": 7},
+        (F32, F64, I64),
+        "same",
+        False,
+    ),
+    ("pow", "pow", lambda a, b: a**b, lambda xp, a, b: a**b, {"lo": 0.5, "hi": 2}, F64S, "same", True),
     ("atan2", "atan2", lf.atan2, lambda xp, a, b: xp.arctan2(a, b), {"nonzero": True}, (F32, F64), "float", True),
     ("maximum", "maximum", lf.maximum, lambda xp, a, b: xp.maximum(a, b), {}, FLOATS + (I64,), "same", True),
     ("minimum", "minimum", lf.minimum, lambda xp, a, b: xp.minimum(a, b), {}, FLOATS + (I64,), "same", True),
 ]
 for _id, _op, _fn, _ref, _dom, _dts, _out, _g2 in BINARY:
     _ins = (A(3, 4, **_dom), A(3, 4, **_dom))
-    _vars = tuple(tuple(dataclasses.replace(s, **{k: v for k, v in _dom.items()}) if s.kind == "f" else s
-                        for s in v) for v in _BCAST)
+    _vars = tuple(
+        tuple(dataclasses.replace(s, **{k: v for k, v in _dom.items()}) if s.kind == "f" else s for s in v)
+        for v in _BCAST
+    )
     case(_id, _op, _fn, _ref, inputs=_ins, variants=_vars, dtypes=_dts, out=_out, grad2=_g2)
 
-case("pow_int", "pow", lambda a, b: a ** b, lambda xp, a, b: a ** b, inputs=(A(3, 4, lo=-3, hi=3), A(3, 4, lo=0, hi=3)),
-     dtypes=(I64, I32), grad=False)
-case("pow_scalar_base", "pow", lambda a: 2.0 ** a, lambda xp, a: 2.0 ** a, dtypes=(F32, F64))
+case(
+    "pow_int",
+    "pow",
+    lambda a, b: a**b,
+    lambda xp, a, b: a**b,
+    inputs=(A(3, 4, lo=-3, hi=3), A(3, 4, lo=0, hi=3)),
+    dtypes=(I64, I32),
+    grad=False,
+)
+case("pow_scalar_base", "pow", lambda a: 2.0**a, lambda xp, a: 2.0**a, dtypes=(F32, F64))
 case("rsub_scalar", "sub", lambda a: 1.5 - a, lambda xp, a: 1.5 - a, dtypes=(F32, I64), out="float")
-case("rtruediv_scalar", "div", lambda a: 3 / a, lambda xp, a: 3 / a, inputs=(A(3, 4, nonzero=True),),
-     dtypes=(F32, I64), out="float")
+case(
+    "rtruediv_scalar",
+    "div",
+    lambda a: 3 / a,
+    lambda xp, a: 3 / a,
+    inputs=(A(3, 4, nonzero=True),),
+    dtypes=(F32, I64),
+    out="float",
+)
 _NAN_COL = np.array([0.0, np.nan, 0.0, 0.0])
-case("fmax", "fmax", lambda a, b: lf.fmax(a, b + lf.tensor(_NAN_COL, dtype=b.dtype)),
-     lambda xp, a, b: xp.fmax(a, b + _NAN_COL), inputs=(A(3, 4), A(3, 4)), dtypes=(F32, F64))
-case("fmin", "fmin", lambda a, b: lf.fmin(a + lf.tensor(_NAN_COL, dtype=a.dtype), b),
-     lambda xp, a, b: xp.fmin(a + _NAN_COL, b), inputs=(A(3, 4), A(3, 4)), dtypes=(F32, F64))
+case(
+    "fmax",
+    "fmax",
+    lambda a, b: lf.fmax(a, b + lf.tensor(_NAN_COL, dtype=b.dtype)),
+    lambda xp, a, b: xp.fmax(a, b + _NAN_COL),
+    inputs=(A(3, 4), A(3, 4)),
+    dtypes=(F32, F64),
+)
+case(
+    "fmin",
+    "fmin",
+    lambda a, b: lf.fmin(a + lf.tensor(_NAN_COL, dtype=a.dtype), b),
+    lambda xp, a, b: xp.fmin(a + _NAN_COL, b),
+    inputs=(A(3, 4), A(3, 4)),
+    dtypes=(F32, F64),
+)
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
-    case(_name, _name, getattr(lf, _name), lambda xp, a, b, _n=_name: getattr(xp, {
-        "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
-        "ge": "greater_equal"}[_n])(a, b), inputs=(A(3, 4, lo=-2, hi=2), A(3, 4, lo=-2, hi=2)),
-         variants=((A(2, 1, 4, lo=-2, hi=2), A(3, 1, lo=-2, hi=2)), (A(3, 4), S(0.5))), dtypes=(F32, I64),
-         out="bool", grad=False)
+    case(
+        _name,
+        _name,
+        getattr(lf, _name),
+        lambda xp, a, b, _n=_name: getattr(
+            xp,
+            {
+                "eq": "equal",
+                "ne": "not_equal",
+                "lt": "less",
+                "le": "less_equal",
+                "gt": "greater",
+                "ge": "greater_equal",
+            }[_n],
+        )(a, b),
+        inputs=(A(3, 4, lo=-2, hi=2), A(3, 4, lo=-2, hi=2)),
+        variants=((A(2, 1, 4, lo=-2, hi=2), A(3, 1, lo=-2, hi=2)), (A(3, 4), S(0.5))),
+        dtypes=(F32, I64),
+        out="bool",
+        grad=False,
+    )
 for _name in ("logical_and", "logical_or", "logical_xor"):
-    case(_name, _name, getattr(lf, _name), lambda xp, a, b, _n=_name: getattr(xp, _n)(a, b),
-         inputs=(A(3, 4, lo=-1, hi=1), A(3, 4, lo=-1, hi=1)), variants=((A(2, 1, 4, lo=-1, hi=1), B(3, 1)),),
-         dtypes=(BOOL, F32), out="bool", grad=False)
-for _name, _np in (("bitwise_and", "bitwise_and"), ("bitwise_or", "bitwise_or"), ("bitwise_xor", "bitwise_xor"),
-                   ("bitwise_left_shift", "left_shift"), ("bitwise_right_shift", "right_shift")):
+    case(
+        _name,
+        _name,
+        getattr(lf, _name),
+        lambda xp, a, b, _n=_name: getattr(xp, _n)(a, b),
+        inputs=(A(3, 4, lo=-1, hi=1), A(3, 4, lo=-1, hi=1)),
+        variants=((A(2, 1, 4, lo=-1, hi=1), B(3, 1)),),
+        dtypes=(BOOL, F32),
+        out="bool",
+        grad=False,
+    )
+for _name, _np in (
+    ("bitwise_and", "bitwise_and"),
+    ("bitwise_or", "bitwise_or"),
+    ("bitwise_xor", "bitwise_xor"),
+    ("bitwise_left_shift", "left_shift"),
+    ("bitwise_right_shift", "right_shift"),
+):
     _lo, _hi = (0, 5) if "shift" in _name else (-9, 9)
-    case(_name, _name, getattr(lf, _name), lambda xp, a, b, _n=_np: getattr(xp, _n)(a, b),
-         inputs=(A(3, 4, lo=-20, hi=20), A(3, 4, lo=_lo, hi=_hi)), variants=((A(2, 1, 4, lo=-20, hi=20), S(2)),),
-         dtypes=(I64, U8) if "shift" in _name else (I64, BOOL), grad=False)
+    case(
+        _name,
+        _name,
+        getattr(lf, _name),
+        lambda xp, a, b, _n=_np: getattr(xp, _n)(a, b),
+        inputs=(A(3, 4, lo=-20, hi=20), A(3, 4, lo=_lo, hi=_hi)),
+        variants=((A(2, 1, 4, lo=-20, hi=20), S(2)),),
+        dtypes=(I64, U8) if "shift" in _name else (I64, BOOL),
+        grad=False,
+    )
 
-case("where", "where", lambda c, a, b: lf.where(c, a, b), lambda xp, c, a, b: xp.where(c, a, b),
-     inputs=(B(3, 4), A(3, 4), A(3, 4)), variants=((B(2, 1, 4), A(3, 1), A(4)), (B(3, 4), A(3, 4), S(0.5))),
-     dtypes=FLOATS + (I64,), grad2=True)
+case(
+    "where",
+    "where",
+    lambda c, a, b: lf.where(c, a, b),
+    lambda xp, c, a, b: xp.where(c, a, b),
+    inputs=(B(3, 4), A(3, 4), A(3, 4)),
+    variants=((B(2, 1, 4), A(3, 1), A(4)), (B(3, 4), A(3, 4), S(0.5))),
+    dtypes=FLOATS + (I64,),
+    grad2=True,
+)
+
+
 def _clamp_ref(xp, x, lo, hi):
     if lo is not None:
         x = xp.maximum(x, lo)
     return x if hi is None else xp.minimum(x, hi)
 
 
-case("clamp", "clamp", lambda x, lo, hi: lf.clamp(x, lo, hi), _clamp_ref,
-     inputs=(A(3, 4), A(3, 4, lo=-1, hi=0), A(3, 4, lo=0, hi=1)),
-     variants=((A(3, 4), S(-0.5), S(0.5)), (A(3, 4), A(4, lo=-1, hi=0), S(None))), dtypes=FLOATS + (I64,),
-     grad2=True)
-case("lerp", "lerp", lf.lerp, lambda xp, a, b, w: a + w * (b - a), inputs=(A(3, 4), A(3, 4), A(3, 4, lo=0, hi=1)),
-     variants=((A(3, 4), A(4), S(0.3)),), dtypes=(F32, F64))
-case("addcmul", "addcmul", lambda x, a, b: lf.addcmul(x, a, b, value=0.5), lambda xp, x, a, b: x + 0.5 * a * b,
-     inputs=(A(3, 4), A(3, 4), A(1, 4)), dtypes=(F32, F64))
-case("addcdiv", "addcdiv", lambda x, a, b: lf.addcdiv(x, a, b, value=2), lambda xp, x, a, b: x + 2 * a / b,
-     inputs=(A(3, 4), A(3, 4), A(1, 4, nonzero=True)), dtypes=(F32, F64))
+case(
+    "clamp",
+    "clamp",
+    lambda x, lo, hi: lf.clamp(x, lo, hi),
+    _clamp_ref,
+    inputs=(A(3, 4), A(3, 4, lo=-1, hi=0), A(3, 4, lo=0, hi=1)),
+    variants=((A(3, 4), S(-0.5), S(0.5)), (A(3, 4), A(4, lo=-1, hi=0), S(None))),
+    dtypes=FLOATS + (I64,),
+    grad2=True,
+)
+case(
+    "lerp",
+    "lerp",
+    lf.lerp,
+    lambda xp, a, b, w: a + w * (b - a),
+    inputs=(A(3, 4), A(3, 4), A(3, 4, lo=0, hi=1)),
+    variants=((A(3, 4), A(4), S(0.3)),),
+    dtypes=(F32, F64),
+)
+case(
+    "addcmul",
+    "addcmul",
+    lambda x, a, b: lf.addcmul(x, a, b, value=0.5),
+    lambda xp, x, a, b: x + 0.5 * a * b,
+    inputs=(A(3, 4), A(3, 4), A(1, 4)),
+    dtypes=(F32, F64),
+)
+case(
+    "addcdiv",
+    "addcdiv",
+    lambda x, a, b: lf.addcdiv(x, a, b, value=2),
+    lambda xp, x, a, b: x + 2 * a / b,
+    inputs=(A(3, 4), A(3, 4), A(1, 4, nonzero=True)),
+    dtypes=(F32, F64),
+)
 
 # ---------------------------------------------------------------- linear algebra
-case("matmul", "matmul", lf.matmul, lambda xp, a, b: xp.matmul(a, b), inputs=(A(3, 4), A(4, 5)),
-     variants=((A(2, 3, 4), A(4, 2)), (A(4), A(4, 2)), (A(3, 4), A(4)), (A(2, 1, 3, 4), A(3, 4, 2)), (A(4), A(4))),
-     dtypes=(F32, F64, BF16, I64), grad2=True, rtol=1e-5, atol=1e-5)
+case(
+    "matmul",
+    "matmul",
+    lf.matmul,
+    lambda xp, a, b: xp.matmul(a, b),
+    inputs=(A(3, 4), A(4, 5)),
+    variants=((A(2, 3, 4), A(4, 2)), (A(4), A(4, 2)), (A(3, 4), A(4)), (A(2, 1, 3, 4), A(3, 4, 2)), (A(4), A(4))),
+    dtypes=(F32, F64, BF16, I64),
+    grad2=True,
+    rtol=1e-5,
+    atol=1e-5,
+)
 case("mm", "matmul", lf.mm, lambda xp, a, b: a @ b, inputs=(A(3, 4), A(4, 2)), atol=1e-5)
 case("bmm", "matmul", lf.bmm, lambda xp, a, b: a @ b, inputs=(A(2, 3, 4), A(2, 4, 2)), atol=1e-5)
-case("rmatmul_t", "matmul", lambda a, b: a.mT @ b.T, lambda xp, a, b: xp.swapaxes(a, -1, -2) @ b.T,
-     inputs=(A(4, 3), A(2, 4)), atol=1e-5)
-case("einsum", "einsum", lambda a, b: lf.einsum("bij,bkj->bik", a, b), lambda xp, a, b: xp.einsum("bij,bkj->bik", a, b),
-     inputs=(A(2, 3, 4), A(2, 5, 4)), variants=(), dtypes=(F32, F64), atol=1e-5)
-case("einsum_trace", "einsum", lambda a: lf.einsum("ii->", a), lambda xp, a: xp.einsum("ii->", a),
-     inputs=(A(4, 4),), atol=1e-5)
-case("linear", "linear", lambda x, w, b: NF.linear(x, w, b), lambda xp, x, w, b: x @ w.T + b,
-     inputs=(A(3, 4), A(5, 4), A(5)), variants=((A(2, 3, 4), A(5, 4), A(5)),), dtypes=(F32, F64),
-     atol=1e-5)
+case(
+    "rmatmul_t",
+    "matmul",
+    lambda a, b: a.mT @ b.T,
+    lambda xp, a, b: xp.swapaxes(a, -1, -2) @ b.T,
+    inputs=(A(4, 3), A(2, 4)),
+    atol=1e-5,
+)
+case(
+    "einsum",
+    "einsum",
+    lambda a, b: lf.einsum("bij,bkj->bik", a, b),
+    lambda xp, a, b: xp.einsum("bij,bkj->bik", a, b),
+    inputs=(A(2, 3, 4), A(2, 5, 4)),
+    variants=(),
+    dtypes=(F32, F64),
+    atol=1e-5,
+)
+case(
+    "einsum_trace",
+    "einsum",
+    lambda a: lf.einsum("ii->", a),
+    lambda xp, a: xp.einsum("ii->", a),
+    inputs=(A(4, 4),),
+    atol=1e-5,
+)
+case(
+    "linear",
+    "linear",
+    lambda x, w, b: NF.linear(x, w, b),
+    lambda xp, x, w, b: x @ w.T + b,
+    inputs=(A(3, 4), A(5, 4), A(5)),
+    variants=((A(2, 3, 4), A(5, 4), A(5)),),
+    dtypes=(F32, F64),
+    atol=1e-5,
+)
 case("outer", "outer", lf.outer, lambda xp, a, b: xp.outer(a, b), inputs=(A(3), A(4)), dtypes=(F32, I64))
 
 
 # ---------------------------------------------------------------- reductions
-def _red(id, ops, fn, ref, dtypes=(F32,), **kw):  # noqa: A002
+def _red(id, ops, fn, ref, dtypes=(F32,), **kw):
     case(id, ops, fn, ref, inputs=(A(3, 4, 5),), dtypes=dtypes, **kw)
 
 
-_red("sum_all", "sum", lambda x: x.sum(), lambda xp, x: x.sum(), dtypes=F64S + (I64, I32, BOOL),
-     out=lambda d: d if d.is_floating_point else I64, atol=1e-5)
+_red(
+    "sum_all",
+    "sum",
+    lambda x: x.sum(),
+    lambda xp, x: x.sum(),
+    dtypes=F64S + (I64, I32, BOOL),
+    out=lambda d: d if d.is_floating_point else I64,
+    atol=1e-5,
+)
 _red("sum_dim", "sum", lambda x: x.sum(1), lambda xp, x: x.sum(1), dtypes=(F32, I64), out=lambda d: d)
 _red("sum_dims_keep", "sum", lambda x: x.sum((0, -1), keepdim=True), lambda xp, x: x.sum((0, 2), keepdims=True))
 _red("sum_dtype", "sum", lambda x: x.sum(-1, dtype=lf.float64), lambda xp, x: x.sum(-1), dtypes=(F32, I32), out=F64)
@@ -376,52 +633,106 @@ _red("prod_all", "prod", lambda x: (x * 0.5 + 1).prod(), lambda xp, x: (x * 0.5 
 _red("mean", "mean", lambda x: x.mean(), lambda xp, x: x.mean(), dtypes=FLOATS)
 _red("mean_dims", "mean", lambda x: x.mean((0, 2), keepdim=True), lambda xp, x: x.mean((0, 2), keepdims=True))
 _red("amax", "amax", lambda x: x.amax((0, 1)), lambda xp, x: x.max((0, 1)), dtypes=(F32, F64, I64))
-_red("amin", "amin", lambda x: x.amin(-1, keepdim=True), lambda xp, x: x.min(-1, keepdims=True),
-     dtypes=(F32, F64, I64))
+_red("amin", "amin", lambda x: x.amin(-1, keepdim=True), lambda xp, x: x.min(-1, keepdims=True), dtypes=(F32, F64, I64))
 _red("max_all", "amax", lambda x: x.max(), lambda xp, x: x.max(), dtypes=(F32, BF16, I64))
 _red("min_all", "amin", lambda x: lf.min(x), lambda xp, x: x.min(), dtypes=(F32, I64))
-_red("max_dim", "max_dim", lambda x: x.max(1), lambda xp, x: (x.max(1), x.argmax(1)), dtypes=(F32, F64, I64),
-     out=lambda d: (d, I64))
-_red("min_dim", "min_dim", lambda x: lf.min(x, -1, keepdim=True),
-     lambda xp, x: (x.min(-1, keepdims=True), x.argmin(-1)[..., None]), dtypes=(F32, I64), out=lambda d: (d, I64))
+_red(
+    "max_dim",
+    "max_dim",
+    lambda x: x.max(1),
+    lambda xp, x: (x.max(1), x.argmax(1)),
+    dtypes=(F32, F64, I64),
+    out=lambda d: (d, I64),
+)
+_red(
+    "min_dim",
+    "min_dim",
+    lambda x: lf.min(x, -1, keepdim=True),
+    lambda xp, x: (x.min(-1, keepdims=True), x.argmin(-1)[..., None]),
+    dtypes=(F32, I64),
+    out=lambda d: (d, I64),
+)
 _red("argmax", "argmax", lambda x: x.argmax(), lambda xp, x: x.argmax(), dtypes=(F32, I64), out=I64, grad=False)
-_red("argmax_dim", "argmax", lambda x: x.argmax(1, keepdim=True), lambda xp, x: x.argmax(1)[:, None], out=I64,
-     grad=False)
-_red("argmin", "argmin", lambda x: lf.argmin(x, 2), lambda xp, x: x.argmin(2), dtypes=(F32, I64), out=I64,
-     grad=False)
+_red(
+    "argmax_dim", "argmax", lambda x: x.argmax(1, keepdim=True), lambda xp, x: x.argmax(1)[:, None], out=I64, grad=False
+)
+_red("argmin", "argmin", lambda x: lf.argmin(x, 2), lambda xp, x: x.argmin(2), dtypes=(F32, I64), out=I64, grad=False)
 _red("var", "var", lambda x: x.var(), lambda xp, x: x.var(ddof=1), dtypes=F64S)
-_red("var_dims", "var", lambda x: lf.var(x, (0, 2), keepdim=True, correction=0),
-     lambda xp, x: x.var((0, 2), keepdims=True))
+_red(
+    "var_dims",
+    "var",
+    lambda x: lf.var(x, (0, 2), keepdim=True, correction=0),
+    lambda xp, x: x.var((0, 2), keepdims=True),
+)
 _red("std", "std", lambda x: x.std(1, unbiased=False), lambda xp, x: x.std(1), dtypes=(F32, F64))
 _red("std_correction2", "std", lambda x: lf.std(x, -1, correction=2), lambda xp, x: x.std(-1, ddof=2))
 _red("logsumexp", "logsumexp", lambda x: x.logsumexp(1), lambda xp, x: xp.log(xp.exp(x).sum(1)), dtypes=FLOATS)
-_red("logsumexp_dims", "logsumexp", lambda x: lf.logsumexp(x, (0, 2), keepdim=True),
-     lambda xp, x: xp.log(xp.exp(x).sum((0, 2), keepdims=True)))
+_red(
+    "logsumexp_dims",
+    "logsumexp",
+    lambda x: lf.logsumexp(x, (0, 2), keepdim=True),
+    lambda xp, x: xp.log(xp.exp(x).sum((0, 2), keepdims=True)),
+)
 _red("norm", "norm", lambda x: x.norm(), lambda xp, x: xp.sqrt((x * x).sum()))
 _red("norm_p1_dim", "norm", lambda x: x.norm(1, dim=1), lambda xp, x: xp.abs(x).sum(1))
-_red("norm_p3", "norm", lambda x: lf.norm(x, 3, dim=(0, 2), keepdim=True),
-     lambda xp, x: (xp.abs(x) ** 3).sum((0, 2), keepdims=True) ** (1 / 3))
+_red(
+    "norm_p3",
+    "norm",
+    lambda x: lf.norm(x, 3, dim=(0, 2), keepdim=True),
+    lambda xp, x: (xp.abs(x) ** 3).sum((0, 2), keepdims=True) ** (1 / 3),
+)
 _red("norm_inf", "norm", lambda x: x.norm(float("inf"), dim=-1), lambda xp, x: xp.abs(x).max(-1))
 _red("all", "all", lambda x: (x > -1.5).all(), lambda xp, x: (x > -1.5).all(), out="bool", grad=False)
-_red("all_dim", "all", lambda x: lf.all(x, 1), lambda xp, x: (x != 0).all(1), dtypes=(I64, BOOL), out="bool",
-     grad=False)
+_red(
+    "all_dim", "all", lambda x: lf.all(x, 1), lambda xp, x: (x != 0).all(1), dtypes=(I64, BOOL), out="bool", grad=False
+)
 _red("any", "any", lambda x: (x > 1.5).any(), lambda xp, x: (x > 1.5).any(), out="bool", grad=False)
-_red("any_dims", "any", lambda x: lf.any(x, (0, 2), keepdim=True), lambda xp, x: (x != 0).any((0, 2), keepdims=True),
-     dtypes=(I64, BOOL), out="bool", grad=False)
-_red("cumsum", "cumsum", lambda x: x.cumsum(1), lambda xp, x: xp.cumsum(x, 1), dtypes=(F32, F64, I32),
-     out=lambda d: d if d.is_floating_point else I64)
+_red(
+    "any_dims",
+    "any",
+    lambda x: lf.any(x, (0, 2), keepdim=True),
+    lambda xp, x: (x != 0).any((0, 2), keepdims=True),
+    dtypes=(I64, BOOL),
+    out="bool",
+    grad=False,
+)
+_red(
+    "cumsum",
+    "cumsum",
+    lambda x: x.cumsum(1),
+    lambda xp, x: xp.cumsum(x, 1),
+    dtypes=(F32, F64, I32),
+    out=lambda d: d if d.is_floating_point else I64,
+)
 _red("cumprod", "cumprod", lambda x: (x * 0.5).cumprod(-1), lambda xp, x: xp.cumprod(x * 0.5, -1))
-_red("softmax", "softmax", lambda x: x.softmax(-1),
-     lambda xp, x: xp.exp(x - x.max(-1, keepdims=True)) / xp.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True),
-     dtypes=FLOATS, grad2=True)
-_red("softmax_dim0_int", "softmax", lambda x: lf.softmax(x, 0), lambda xp, x: xp.exp(x) / xp.exp(x).sum(0),
-     dtypes=(I64,), out=F32, grad=False)
-_red("log_softmax", "log_softmax", lambda x: x.log_softmax(1),
-     lambda xp, x: x - xp.log(xp.exp(x).sum(1, keepdims=True)), dtypes=FLOATS)
+_red(
+    "softmax",
+    "softmax",
+    lambda x: x.softmax(-1),
+    lambda xp, x: xp.exp(x - x.max(-1, keepdims=True)) / xp.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True),
+    dtypes=FLOATS,
+    grad2=True,
+)
+_red(
+    "softmax_dim0_int",
+    "softmax",
+    lambda x: lf.softmax(x, 0),
+    lambda xp, x: xp.exp(x) / xp.exp(x).sum(0),
+    dtypes=(I64,),
+    out=F32,
+    grad=False,
+)
+_red(
+    "log_softmax",
+    "log_softmax",
+    lambda x: x.log_softmax(1),
+    lambda xp, x: x - xp.log(xp.exp(x).sum(1, keepdims=True)),
+    dtypes=FLOATS,
+)
 
 
 # ---------------------------------------------------------------- shape ops
-def _sh(id, ops, fn, ref, inputs=(A(2, 3, 4),), dtypes=(F32,), **kw):  # noqa: A002
+def _sh(id, ops, fn, ref, inputs=(A(2, 3, 4),), dtypes=(F32,), **kw):
     case(id, ops, fn, ref, inputs=inputs, dtypes=dtypes, **kw)
 
 
@@ -429,42 +740,98 @@ _sh("reshape", "reshape", lambda x: x.reshape(4, -1), lambda xp, x: x.reshape(4,
 _sh("view_flatten", "reshape", lambda x: x.view(-1).flatten(), lambda xp, x: x.reshape(-1))
 _sh("flatten_range", "reshape", lambda x: lf.flatten(x, 1), lambda xp, x: x.reshape(2, 12))
 _sh("unflatten", "reshape", lambda x: x.unflatten(-1, (2, 2)), lambda xp, x: x.reshape(2, 3, 2, 2))
-_sh("squeeze_unsqueeze", "reshape", lambda x: x.unsqueeze(1).unsqueeze(-1).squeeze(-1),
-    lambda xp, x: x[:, None])
+_sh("squeeze_unsqueeze", "reshape", lambda x: x.unsqueeze(1).unsqueeze(-1).squeeze(-1), lambda xp, x: x[:, None])
 _sh("permute", "permute", lambda x: x.permute(2, 0, 1), lambda xp, x: xp.transpose(x, (2, 0, 1)), dtypes=(F32, BOOL))
 _sh("transpose", "permute", lambda x: x.transpose(0, 2), lambda xp, x: xp.swapaxes(x, 0, 2))
-_sh("t_mT", "permute", lambda x: x[0].t() + x.mT[1], lambda xp, x: x[0].T + xp.swapaxes(x, 1, 2)[1],
-    dtypes=(F32, I64))
+_sh("t_mT", "permute", lambda x: x[0].t() + x.mT[1], lambda xp, x: x[0].T + xp.swapaxes(x, 1, 2)[1], dtypes=(F32, I64))
 _sh("movedim", "permute", lambda x: x.movedim(0, -1), lambda xp, x: xp.moveaxis(x, 0, -1))
-_sh("expand", "expand", lambda x: x.expand(3, 2, 2, 4), lambda xp, x: xp.broadcast_to(x, (3, 2, 2, 4)),
-    inputs=(A(2, 1, 4),))
-_sh("expand_as_broadcast_to", "expand", lambda x, y: x.expand_as(y) + lf.broadcast_to(x, (3, 4)),
-    lambda xp, x, y: 2 * xp.broadcast_to(x, (3, 4)), inputs=(A(4), A(3, 4, grad=False)), dtypes=(F32, I64))
+_sh(
+    "expand",
+    "expand",
+    lambda x: x.expand(3, 2, 2, 4),
+    lambda xp, x: xp.broadcast_to(x, (3, 2, 2, 4)),
+    inputs=(A(2, 1, 4),),
+)
+_sh(
+    "expand_as_broadcast_to",
+    "expand",
+    lambda x, y: x.expand_as(y) + lf.broadcast_to(x, (3, 4)),
+    lambda xp, x, y: 2 * xp.broadcast_to(x, (3, 4)),
+    inputs=(A(4), A(3, 4, grad=False)),
+    dtypes=(F32, I64),
+)
 _sh("repeat", "tile", lambda x: x.repeat(2, 1, 1, 3), lambda xp, x: xp.tile(x, (2, 1, 1, 3)))
 _sh("tile", "tile", lambda x: x.tile(2, 1), lambda xp, x: xp.tile(x, (1, 2, 1)))
-_sh("repeat_interleave", "repeat_interleave", lambda x: x.repeat_interleave(2, dim=1),
-    lambda xp, x: xp.repeat(x, 2, axis=1))
-_sh("repeat_interleave_list", "repeat_interleave", lambda x: lf.repeat_interleave(x, [1, 0, 3], 1),
-    lambda xp, x: xp.repeat(x, xp.asarray([1, 0, 3]) if not xp.is_jax else np.array([1, 0, 3]), axis=1,
-                            **({"total_repeat_length": 4} if xp.is_jax else {})), dtypes=(F32,))
-_sh("cat", "cat", lambda a, b: lf.cat([a, b], 1), lambda xp, a, b: xp.concatenate([a, b], 1),
-    inputs=(A(2, 3, 4), A(2, 2, 4)), dtypes=(F32, I64, BOOL))
-_sh("cat_promote", "cat", lambda a, b: lf.cat((a, b.to(lf.int32)), -1), lambda xp, a, b: xp.concatenate(
-    [a, xp.trunc(b) if b.dtype.kind == "f" else b], -1), inputs=(A(2, 3), A(2, 1)), dtypes=(F32, F64), grad=False)
-_sh("stack", "stack", lambda a, b: lf.stack([a, b], -1), lambda xp, a, b: xp.stack([a, b], -1),
-    inputs=(A(2, 3), A(2, 3)))
+_sh(
+    "repeat_interleave",
+    "repeat_interleave",
+    lambda x: x.repeat_interleave(2, dim=1),
+    lambda xp, x: xp.repeat(x, 2, axis=1),
+)
+_sh(
+    "repeat_interleave_list",
+    "repeat_interleave",
+    lambda x: lf.repeat_interleave(x, [1, 0, 3], 1),
+    lambda xp, x: xp.repeat(
+        x,
+        xp.asarray([1, 0, 3]) if not xp.is_jax else np.array([1, 0, 3]),
+        axis=1,
+        **({"total_repeat_length": 4} if xp.is_jax else {}),
+    ),
+    dtypes=(F32,),
+)
+_sh(
+    "cat",
+    "cat",
+    lambda a, b: lf.cat([a, b], 1),
+    lambda xp, a, b: xp.concatenate([a, b], 1),
+    inputs=(A(2, 3, 4), A(2, 2, 4)),
+    dtypes=(F32, I64, BOOL),
+)
+_sh(
+    "cat_promote",
+    "cat",
+    lambda a, b: lf.cat((a, b.to(lf.int32)), -1),
+    lambda xp, a, b: xp.concatenate([a, xp.trunc(b) if b.dtype.kind == "f" else b], -1),
+    inputs=(A(2, 3), A(2, 1)),
+    dtypes=(F32, F64),
+    grad=False,
+)
+_sh(
+    "stack",
+    "stack",
+    lambda a, b: lf.stack([a, b], -1),
+    lambda xp, a, b: xp.stack([a, b], -1),
+    inputs=(A(2, 3), A(2, 3)),
+)
 _sh("split", "split", lambda x: x.split(3, -1), lambda xp, x: (x[..., :3], x[..., 3:]))
 _sh("split_sizes", "split", lambda x: lf.split(x, [1, 2], 1), lambda xp, x: (x[:, :1], x[:, 1:]))
 _sh("chunk", "split", lambda x: x.chunk(2, 1), lambda xp, x: (x[:, :2], x[:, 2:]))
 _sh("unbind", ("split", "reshape"), lambda x: x.unbind(1), lambda xp, x: (x[:, 0], x[:, 1], x[:, 2]))
 _sh("flip", "flip", lambda x: x.flip(0, 2), lambda xp, x: xp.flip(x, (0, 2)))
 _sh("roll", "roll", lambda x: x.roll((1, -2), (0, 2)), lambda xp, x: xp.roll(x, (1, -2), (0, 2)))
-_sh("roll_flat", ("roll", "reshape"), lambda x: x.roll(5), lambda xp, x: xp.roll(x.reshape(-1), 5).reshape(x.shape),
-    dtypes=(F32,))
-_sh("gather", "gather", lambda x, i: x.gather(2, i), lambda xp, x, i: xp.take_along_axis(x, i, 2),
-    inputs=(A(2, 3, 4), I(2, 3, 5, hi=4)), dtypes=(F32, I64))
-_sh("gather_smaller", "gather", lambda x, i: lf.gather(x, 0, i),
-    lambda xp, x, i: xp.take_along_axis(x[:, :2, :3], i, 0), inputs=(A(2, 3, 4), I(4, 2, 3, hi=2)))
+_sh(
+    "roll_flat",
+    ("roll", "reshape"),
+    lambda x: x.roll(5),
+    lambda xp, x: xp.roll(x.reshape(-1), 5).reshape(x.shape),
+    dtypes=(F32,),
+)
+_sh(
+    "gather",
+    "gather",
+    lambda x, i: x.gather(2, i),
+    lambda xp, x, i: xp.take_along_axis(x, i, 2),
+    inputs=(A(2, 3, 4), I(2, 3, 5, hi=4)),
+    dtypes=(F32, I64),
+)
+_sh(
+    "gather_smaller",
+    "gather",
+    lambda x, i: lf.gather(x, 0, i),
+    lambda xp, x, i: xp.take_along_axis(x[:, :2, :3], i, 0),
+    inputs=(A(2, 3, 4), I(4, 2, 3, hi=2)),
+)
 
 
 def _scatter_ref(xp, x, i, s, dim, add=False):
@@ -475,61 +842,174 @@ def _scatter_ref(xp, x, i, s, dim, add=False):
 
 
 _PERM_IDX = np.array([[[3, 0, 1], [2, 1, 0], [0, 2, 3]], [[1, 3, 2], [0, 1, 3], [2, 0, 1]]])
-_sh("scatter", "scatter", lambda x, s: x.scatter(2, lf.tensor(_PERM_IDX), s),
-    lambda xp, x, s: _scatter_ref(xp, x, _PERM_IDX, s, 2), inputs=(A(2, 3, 4), A(2, 3, 3)), dtypes=(F32, I64))
-_sh("scatter_value", "scatter", lambda x: lf.scatter(x, 2, lf.tensor(_PERM_IDX), value=7.0),
-    lambda xp, x: _scatter_ref(xp, x, _PERM_IDX, 7.0, 2), dtypes=(F32,))
-_sh("scatter_add", "scatter", lambda x, i, s: x.scatter_add(1, i, s),
-    lambda xp, x, i, s: _scatter_ref(xp, x, i, s, 1, add=True), inputs=(A(2, 3, 4), I(2, 4, 4, hi=3), A(2, 5, 4)),
-    dtypes=(F32, I64))
-_sh("index_select", "index_select", lambda x, i: x.index_select(2, i), lambda xp, x, i: xp.take(x, i, 2),
-    inputs=(A(2, 3, 4), I(5, hi=4)))
-_sh("index_add", "index_add", lambda x, i, s: lf.index_add(x, 1, i, s, alpha=2),
-    lambda xp, x, i, s: xp.add_at(x, (slice(None), i), 2 * s), inputs=(A(2, 3, 4), I(5, hi=3), A(2, 5, 4)),
-    dtypes=(F32, I64))
-_sh("masked_fill", "masked_fill", lambda x, m: x.masked_fill(m, -1.5),
-    lambda xp, x, m: xp.where(m, -1.5 if x.dtype.kind == "f" else -1, x), inputs=(A(2, 3, 4), B(3, 1)),
-    dtypes=(F32, I64))
-_sh("masked_fill_tensor", "masked_fill", lambda x, m, v: lf.masked_fill(x, m, v), lambda xp, x, m, v: xp.where(m, v, x),
-    inputs=(A(2, 3, 4), B(2, 3, 4), A()), dtypes=(F32,))
-_sh("sort", "sort", lambda x: x.sort(), lambda xp, x: (xp.sort(x, -1), xp.argsort(x, -1)),
-    inputs=(A(2, 3, 4, distinct=True),), dtypes=(F32, F64, I64), out=lambda d: (d, I64))
-_sh("sort_desc", "sort", lambda x: lf.sort(x, 0, descending=True), lambda xp, x: (
-    -xp.sort(-x, 0), xp.argsort(-x, 0)), inputs=(A(3, 4, distinct=True),), dtypes=(F32,), out=lambda d: (d, I64))
-_sh("argsort", "sort", lambda x: x.argsort(1), lambda xp, x: xp.argsort(x, 1), inputs=(A(2, 3, 4, distinct=True),),
-    dtypes=(F32, I64), out=I64, grad=False)
-_sh("topk", "topk", lambda x: x.topk(2), lambda xp, x: (-xp.sort(-x, -1)[..., :2], xp.argsort(-x, -1)[..., :2]),
-    inputs=(A(2, 3, 4, distinct=True),), dtypes=(F32, I64), out=lambda d: (d, I64))
-_sh("topk_smallest_dim0", "topk", lambda x: lf.topk(x, 2, 0, largest=False),
-    lambda xp, x: (xp.sort(x, 0)[:2], xp.argsort(x, 0)[:2]), inputs=(A(3, 4, distinct=True),), dtypes=(F32,),
-    out=lambda d: (d, I64))
+_sh(
+    "scatter",
+    "scatter",
+    lambda x, s: x.scatter(2, lf.tensor(_PERM_IDX), s),
+    lambda xp, x, s: _scatter_ref(xp, x, _PERM_IDX, s, 2),
+    inputs=(A(2, 3, 4), A(2, 3, 3)),
+    dtypes=(F32, I64),
+)
+_sh(
+    "scatter_value",
+    "scatter",
+    lambda x: lf.scatter(x, 2, lf.tensor(_PERM_IDX), value=7.0),
+    lambda xp, x: _scatter_ref(xp, x, _PERM_IDX, 7.0, 2),
+    dtypes=(F32,),
+)
+_sh(
+    "scatter_add",
+    "scatter",
+    lambda x, i, s: x.scatter_add(1, i, s),
+    lambda xp, x, i, s: _scatter_ref(xp, x, i, s, 1, add=True),
+    inputs=(A(2, 3, 4), I(2, 4, 4, hi=3), A(2, 5, 4)),
+    dtypes=(F32, I64),
+)
+_sh(
+    "index_select",
+    "index_select",
+    lambda x, i: x.index_select(2, i),
+    lambda xp, x, i: xp.take(x, i, 2),
+    inputs=(A(2, 3, 4), I(5, hi=4)),
+)
+_sh(
+    "index_add",
+    "index_add",
+    lambda x, i, s: lf.index_add(x, 1, i, s, alpha=2),
+    lambda xp, x, i, s: xp.add_at(x, (slice(None), i), 2 * s),
+    inputs=(A(2, 3, 4), I(5, hi=3), A(2, 5, 4)),
+    dtypes=(F32, I64),
+)
+_sh(
+    "masked_fill",
+    "masked_fill",
+    lambda x, m: x.masked_fill(m, -1.5),
+    lambda xp, x, m: xp.where(m, -1.5 if x.dtype.kind == "f" else -1, x),
+    inputs=(A(2, 3, 4), B(3, 1)),
+    dtypes=(F32, I64),
+)
+_sh(
+    "masked_fill_tensor",
+    "masked_fill",
+    lambda x, m, v: lf.masked_fill(x, m, v),
+    lambda xp, x, m, v: xp.where(m, v, x),
+    inputs=(A(2, 3, 4), B(2, 3, 4), A()),
+    dtypes=(F32,),
+)
+_sh(
+    "sort",
+    "sort",
+    lambda x: x.sort(),
+    lambda xp, x: (xp.sort(x, -1), xp.argsort(x, -1)),
+    inputs=(A(2, 3, 4, distinct=True),),
+    dtypes=(F32, F64, I64),
+    out=lambda d: (d, I64),
+)
+_sh(
+    "sort_desc",
+    "sort",
+    lambda x: lf.sort(x, 0, descending=True),
+    lambda xp, x: (-xp.sort(-x, 0), xp.argsort(-x, 0)),
+    inputs=(A(3, 4, distinct=True),),
+    dtypes=(F32,),
+    out=lambda d: (d, I64),
+)
+_sh(
+    "argsort",
+    "sort",
+    lambda x: x.argsort(1),
+    lambda xp, x: xp.argsort(x, 1),
+    inputs=(A(2, 3, 4, distinct=True),),
+    dtypes=(F32, I64),
+    out=I64,
+    grad=False,
+)
+_sh(
+    "topk",
+    "topk",
+    lambda x: x.topk(2),
+    lambda xp, x: (-xp.sort(-x, -1)[..., :2], xp.argsort(-x, -1)[..., :2]),
+    inputs=(A(2, 3, 4, distinct=True),),
+    dtypes=(F32, I64),
+    out=lambda d: (d, I64),
+)
+_sh(
+    "topk_smallest_dim0",
+    "topk",
+    lambda x: lf.topk(x, 2, 0, largest=False),
+    lambda xp, x: (xp.sort(x, 0)[:2], xp.argsort(x, 0)[:2]),
+    inputs=(A(3, 4, distinct=True),),
+    dtypes=(F32,),
+    out=lambda d: (d, I64),
+)
 _sh("tril", "tril", lambda x: x.tril(), lambda xp, x: xp.tril(x), dtypes=(F32, I64, BOOL))
 _sh("triu", "triu", lambda x: lf.triu(x, 1), lambda xp, x: xp.triu(x, 1), dtypes=(F32, I64))
 _sh("triu_neg", "triu", lambda x: x.triu(-1), lambda xp, x: xp.triu(x, -1), inputs=(A(4, 3),), dtypes=(F32,))
 _sh("diagonal", "diagonal", lambda x: x.diagonal(1, 1, 2), lambda xp, x: xp.diagonal(x, 1, 1, 2))
-_sh("one_hot", "one_hot", lambda i: lf.one_hot(i, 5), lambda xp, i: (i[..., None] == np.arange(5)).astype(np.int64),
-    inputs=(I(2, 3, hi=5),), dtypes=(F32,), out=I64, grad=False)
-_sh("pad_constant", "pad", lambda x: lf.pad(x, (1, 2, 0, 1), value=0.5),
-    lambda xp, x: xp.pad(x, ((0, 0), (0, 1), (1, 2)), constant_values=0.5), dtypes=(F32, F64))
-_sh("pad_negative", "pad", lambda x: lf.pad(x, (-1, 2)), lambda xp, x: xp.pad(x[..., 1:], ((0, 0), (0, 0), (0, 2))),
-    dtypes=(F32, I64))
-_sh("pad_reflect", "pad", lambda x: lf.pad(x, (2, 1), mode="reflect"),
-    lambda xp, x: xp.pad(x, ((0, 0), (0, 0), (2, 1)), mode="reflect"), dtypes=(F32,))
-_sh("pad_replicate", "pad", lambda x: lf.pad(x, (1, 1, 2, 0), mode="replicate"),
-    lambda xp, x: xp.pad(x, ((0, 0), (2, 0), (1, 1)), mode="edge"), dtypes=(F32,))
-_sh("pad_circular", "pad", lambda x: lf.pad(x, (1, 2), mode="circular"),
-    lambda xp, x: xp.pad(x, ((0, 0), (0, 0), (1, 2)), mode="wrap"), dtypes=(F32,))
+_sh(
+    "one_hot",
+    "one_hot",
+    lambda i: lf.one_hot(i, 5),
+    lambda xp, i: (i[..., None] == np.arange(5)).astype(np.int64),
+    inputs=(I(2, 3, hi=5),),
+    dtypes=(F32,),
+    out=I64,
+    grad=False,
+)
+_sh(
+    "pad_constant",
+    "pad",
+    lambda x: lf.pad(x, (1, 2, 0, 1), value=0.5),
+    lambda xp, x: xp.pad(x, ((0, 0), (0, 1), (1, 2)), constant_values=0.5),
+    dtypes=(F32, F64),
+)
+_sh(
+    "pad_negative",
+    "pad",
+    lambda x: lf.pad(x, (-1, 2)),
+    lambda xp, x: xp.pad(x[..., 1:], ((0, 0), (0, 0), (0, 2))),
+    dtypes=(F32, I64),
+)
+_sh(
+    "pad_reflect",
+    "pad",
+    lambda x: lf.pad(x, (2, 1), mode="reflect"),
+    lambda xp, x: xp.pad(x, ((0, 0), (0, 0), (2, 1)), mode="reflect"),
+    dtypes=(F32,),
+)
+_sh(
+    "pad_replicate",
+    "pad",
+    lambda x: lf.pad(x, (1, 1, 2, 0), mode="replicate"),
+    lambda xp, x: xp.pad(x, ((0, 0), (2, 0), (1, 1)), mode="edge"),
+    dtypes=(F32,),
+)
+_sh(
+    "pad_circular",
+    "pad",
+    lambda x: lf.pad(x, (1, 2), mode="circular"),
+    lambda xp, x: xp.pad(x, ((0, 0), (0, 0), (1, 2)), mode="wrap"),
+    dtypes=(F32,),
+)
 
 # ---------------------------------------------------------------- indexing (getitem / setitem)
 _IDX2 = np.array([[0, 2], [1, 1]])
 _IDX_SET = np.array([[2], [0]])
 _MASK = np.array([True, False, True])
 GETITEMS = [
-    ("int", 1), ("neg_int", -1), ("ints", (1, 2)), ("slice", slice(1, None)),
+    ("int", 1),
+    ("neg_int", -1),
+    ("ints", (1, 2)),
+    ("slice", slice(1, None)),
     ("slice_step", (slice(None), slice(0, None, 2))),
-    ("neg_step", (slice(None, None, -1), 1)), ("none_ellipsis", (None, Ellipsis, 1, None)),
-    ("ellipsis", (Ellipsis, slice(1, 3))), ("list", [1, 0, 1]), ("int_tensor", (slice(None), _IDX2)),
-    ("two_arrays", ([0, 1], slice(None), [3, 0])), ("mask", (_MASK,)), ("mask_dim1", (slice(None), _MASK)),
+    ("neg_step", (slice(None, None, -1), 1)),
+    ("none_ellipsis", (None, Ellipsis, 1, None)),
+    ("ellipsis", (Ellipsis, slice(1, 3))),
+    ("list", [1, 0, 1]),
+    ("int_tensor", (slice(None), _IDX2)),
+    ("two_arrays", ([0, 1], slice(None), [3, 0])),
+    ("mask", (_MASK,)),
+    ("mask_dim1", (slice(None), _MASK)),
 ]
 
 
@@ -540,14 +1020,21 @@ def _index_for(idx, lib):
         if isinstance(i, list) and lib == "np":
             return np.asarray(i)
         return i
+
     return tuple(conv(i) for i in idx) if isinstance(idx, tuple) else conv(idx)
 
 
 for _id, _idx in GETITEMS:
     _shp = (3, 3, 4) if _id == "mask" else (2, 3, 4)
-    case(f"getitem_{_id}", "getitem", lambda x, _i=_idx: x[_index_for(_i, "lf")],
-         lambda xp, x, _i=_idx: x[_index_for(_i, "np")], inputs=(A(*_shp),), dtypes=(F32, I64),
-         graph_error="mask" in _id)
+    case(
+        f"getitem_{_id}",
+        "getitem",
+        lambda x, _i=_idx: x[_index_for(_i, "lf")],
+        lambda xp, x, _i=_idx: x[_index_for(_i, "np")],
+        inputs=(A(*_shp),),
+        dtypes=(F32, I64),
+        graph_error="mask" in _id,
+    )
 
 
 def _setitem(idx):
@@ -555,23 +1042,45 @@ def _setitem(idx):
         y = x.clone()
         y[_index_for(idx, "lf")] = v
         return y
+
     return f
 
 
-for _id, _idx, _vshape in [("int", (1,), (3, 4)), ("slice_broadcast", (slice(None), 1), (4,)),
-                           ("slice_step", (Ellipsis, slice(None, None, 2)), (2, 3, 2)),
-                           ("int_tensor", (slice(None), _IDX_SET), (2, 2, 1, 4)), ("scalar_tensor", (0, 1, 2), ())]:
-    case(f"setitem_{_id}", ("setitem", "copy"), _setitem(_idx),
-         lambda xp, x, v, _i=_idx: xp.set_at(x, _index_for(_i, "np"), v), inputs=(A(2, 3, 4), A(*_vshape)),
-         dtypes=(F32, I64))
-case("setitem_scalar", ("setitem", "copy"), lambda x: _setitem((slice(None), 0))(x, 2.5),
-     lambda xp, x: xp.set_at(x, (slice(None), 0), 2.5), inputs=(A(2, 3, 4),), dtypes=(F32,))
-case("copy_into", "copy_into", lambda x, v: x.clone().copy_(v), lambda xp, x, v: xp.broadcast_to(v, x.shape) + 0 * x,
-     inputs=(A(2, 3), A(3)), dtypes=(F32,))
+for _id, _idx, _vshape in [
+    ("int", (1,), (3, 4)),
+    ("slice_broadcast", (slice(None), 1), (4,)),
+    ("slice_step", (Ellipsis, slice(None, None, 2)), (2, 3, 2)),
+    ("int_tensor", (slice(None), _IDX_SET), (2, 2, 1, 4)),
+    ("scalar_tensor", (0, 1, 2), ()),
+]:
+    case(
+        f"setitem_{_id}",
+        ("setitem", "copy"),
+        _setitem(_idx),
+        lambda xp, x, v, _i=_idx: xp.set_at(x, _index_for(_i, "np"), v),
+        inputs=(A(2, 3, 4), A(*_vshape)),
+        dtypes=(F32, I64),
+    )
+case(
+    "setitem_scalar",
+    ("setitem", "copy"),
+    lambda x: _setitem((slice(None), 0))(x, 2.5),
+    lambda xp, x: xp.set_at(x, (slice(None), 0), 2.5),
+    inputs=(A(2, 3, 4),),
+    dtypes=(F32,),
+)
+case(
+    "copy_into",
+    "copy_into",
+    lambda x, v: x.clone().copy_(v),
+    lambda xp, x, v: xp.broadcast_to(v, x.shape) + 0 * x,
+    inputs=(A(2, 3), A(3)),
+    dtypes=(F32,),
+)
 
 
 # ---------------------------------------------------------------- creation
-def _nullary(id, ops, fn, ref, **kw):  # noqa: A002
+def _nullary(id, ops, fn, ref, **kw):
     case(id, ops, fn, ref, inputs=(), dtypes=(F32,), grad=False, **kw)
 
 
@@ -580,14 +1089,19 @@ _nullary("ones_int", "full", lambda: lf.ones((2, 3), dtype=lf.int32), lambda xp:
 _nullary("full", "full", lambda: lf.full((3,), 7), lambda xp: np.full(3, 7), out=I64)
 _nullary("arange", "arange", lambda: lf.arange(5), lambda xp: np.arange(5), out=I64)
 _nullary("arange_float", "arange", lambda: lf.arange(1, 2.5, 0.25), lambda xp: np.arange(1, 2.5, 0.25))
-_nullary("arange_neg_step", "arange", lambda: lf.arange(10, 0, -3, dtype=lf.float64),
-         lambda xp: np.arange(10, 0, -3.0), out=F64)
+_nullary(
+    "arange_neg_step",
+    "arange",
+    lambda: lf.arange(10, 0, -3, dtype=lf.float64),
+    lambda xp: np.arange(10, 0, -3.0),
+    out=F64,
+)
 _nullary("linspace", "linspace", lambda: lf.linspace(-1, 1, 5), lambda xp: np.linspace(-1, 1, 5))
 _nullary("eye", "eye", lambda: lf.eye(3, 4), lambda xp: np.eye(3, 4))
 
 
 # ---------------------------------------------------------------- random ops: properties, reproducibility
-def _rand_case(id, ops, fn, check, inputs=(), **kw):  # noqa: A002
+def _rand_case(id, ops, fn, check, inputs=(), **kw):
     case(id, ops, fn, None, inputs=inputs, dtypes=(F32,), check=check, **kw)
 
 
@@ -597,21 +1111,53 @@ def _in_unit(out, *_):
 
 
 _rand_case("rand", "uniform", lambda: lf.rand(64), _in_unit, grad=False)
-_rand_case("randn", "normal", lambda: lf.randn(8, 8),
-           lambda o, *_: o.shape == (8, 8) and np.unique(o.numpy()).size == 64 and abs(o.numpy().mean()) < 1,
-           grad=False)
-_rand_case("randint", "randint", lambda: lf.randint(2, 6, (50,)),
-           lambda o, *_: o.dtype is I64 and set(np.unique(o.numpy())) == {2, 3, 4, 5}, grad=False)
-_rand_case("randperm", "randperm", lambda: lf.randperm(9),
-           lambda o, *_: o.dtype is I64 and sorted(o.tolist()) == list(range(9)), grad=False)
-_rand_case("bernoulli", "bernoulli", lambda p: lf.bernoulli(p),
-           lambda o, p: set(np.unique(o.numpy())) <= {0.0, 1.0} and np.all(o.numpy()[p == 0] == 0)
-           and np.all(o.numpy()[p == 1] == 1), inputs=(A(4, 25, lo=0, hi=1),), grad=False)
-_rand_case("multinomial", "multinomial", lambda p: lf.multinomial(p.abs() + 0.01, 3),
-           lambda o, p: o.dtype is I64 and o.shape == (4, 3) and all(len(set(r)) == 3 for r in o.tolist()),
-           inputs=(A(4, 6),), grad=False)
-_rand_case("multinomial_replacement", "multinomial", lambda p: lf.multinomial(p * lf.tensor([0.0, 1, 0, 1]), 20, True),
-           lambda o, p: set(np.unique(o.numpy())) <= {1, 3}, inputs=(A(2, 4, lo=0.5, hi=1),), grad=False)
+_rand_case(
+    "randn",
+    "normal",
+    lambda: lf.randn(8, 8),
+    lambda o, *_: o.shape == (8, 8) and np.unique(o.numpy()).size == 64 and abs(o.numpy().mean()) < 1,
+    grad=False,
+)
+_rand_case(
+    "randint",
+    "randint",
+    lambda: lf.randint(2, 6, (50,)),
+    lambda o, *_: o.dtype is I64 and set(np.unique(o.numpy())) == {2, 3, 4, 5},
+    grad=False,
+)
+_rand_case(
+    "randperm",
+    "randperm",
+    lambda: lf.randperm(9),
+    lambda o, *_: o.dtype is I64 and sorted(o.tolist()) == list(range(9)),
+    grad=False,
+)
+_rand_case(
+    "bernoulli",
+    "bernoulli",
+    lambda p: lf.bernoulli(p),
+    lambda o, p: (
+        set(np.unique(o.numpy())) <= {0.0, 1.0} and np.all(o.numpy()[p == 0] == 0) and np.all(o.numpy()[p == 1] == 1)
+    ),
+    inputs=(A(4, 25, lo=0, hi=1),),
+    grad=False,
+)
+_rand_case(
+    "multinomial",
+    "multinomial",
+    lambda p: lf.multinomial(p.abs() + 0.01, 3),
+    lambda o, p: o.dtype is I64 and o.shape == (4, 3) and all(len(set(r)) == 3 for r in o.tolist()),
+    inputs=(A(4, 6),),
+    grad=False,
+)
+_rand_case(
+    "multinomial_replacement",
+    "multinomial",
+    lambda p: lf.multinomial(p * lf.tensor([0.0, 1, 0, 1]), 20, True),
+    lambda o, p: set(np.unique(o.numpy())) <= {1, 3},
+    inputs=(A(2, 4, lo=0.5, hi=1),),
+    grad=False,
+)
 
 
 def _dropout_check(out, x):
@@ -621,13 +1167,25 @@ def _dropout_check(out, x):
     np.testing.assert_allclose(o[kept], x[kept] / 0.75, rtol=1e-6)
 
 
-_rand_case("dropout", "dropout", lambda x: NF.dropout(x, 0.25, training=True), _dropout_check,
-           inputs=(A(8, 16, nonzero=True),))
-_rand_case("uniform_", "uniform_into", lambda x: x.clone().uniform_(-2, -1),
-           lambda o, x: o.shape == x.shape and o.numpy().min() >= -2 and o.numpy().max() < -1, inputs=(A(4, 16),),
-           grad=False)
-_rand_case("normal_", "normal_into", lambda x: x.clone().normal_(5.0, 0.01),
-           lambda o, x: np.all(np.abs(o.numpy() - 5) < 0.1), inputs=(A(4, 16),), grad=False)
+_rand_case(
+    "dropout", "dropout", lambda x: NF.dropout(x, 0.25, training=True), _dropout_check, inputs=(A(8, 16, nonzero=True),)
+)
+_rand_case(
+    "uniform_",
+    "uniform_into",
+    lambda x: x.clone().uniform_(-2, -1),
+    lambda o, x: o.shape == x.shape and o.numpy().min() >= -2 and o.numpy().max() < -1,
+    inputs=(A(4, 16),),
+    grad=False,
+)
+_rand_case(
+    "normal_",
+    "normal_into",
+    lambda x: x.clone().normal_(5.0, 0.01),
+    lambda o, x: np.all(np.abs(o.numpy() - 5) < 0.1),
+    inputs=(A(4, 16),),
+    grad=False,
+)
 
 
 # ---------------------------------------------------------------- nn primitives (torch.nn.functional calls)
@@ -636,52 +1194,89 @@ def _conv_ref(xp, x, w, b, stride=1, padding=0):
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
     oh, ow = (h - kh) // stride + 1, (wd - kw) // stride + 1
-    cols = xp.stack([x[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride] for i in range(kh) for j in range(kw)],
-                    2)  # n, c, kh*kw, oh, ow
+    cols = xp.stack(
+        [x[:, :, i : i + stride * oh : stride, j : j + stride * ow : stride] for i in range(kh) for j in range(kw)], 2
+    )  # n, c, kh*kw, oh, ow
     return xp.einsum("nckhw,ock->nohw", cols, w.reshape(o, c, kh * kw)) + b[None, :, None, None]
 
 
-case("conv2d", "conv", lambda x, w, b: NF.conv2d(x, w, b, stride=2, padding=1),
-     lambda xp, x, w, b: _conv_ref(xp, x, w, b, 2, 1), inputs=(A(2, 3, 5, 5), A(4, 3, 3, 3), A(4)), atol=1e-5,
-     rtol=1e-4)
+case(
+    "conv2d",
+    "conv",
+    lambda x, w, b: NF.conv2d(x, w, b, stride=2, padding=1),
+    lambda xp, x, w, b: _conv_ref(xp, x, w, b, 2, 1),
+    inputs=(A(2, 3, 5, 5), A(4, 3, 3, 3), A(4)),
+    atol=1e-5,
+    rtol=1e-4,
+)
 
 
 def _conv_t_ref(xp, x, w, b):
     # stride 1, no padding: a full correlation with the flipped kernel
     kh, kw = w.shape[2:]
-    return _conv_ref(xp, xp.pad(x, ((0, 0), (0, 0), (kh - 1, kh - 1), (kw - 1, kw - 1))),
-                     xp.flip(xp.swapaxes(w, 0, 1), (2, 3)), b)
+    return _conv_ref(
+        xp, xp.pad(x, ((0, 0), (0, 0), (kh - 1, kh - 1), (kw - 1, kw - 1))), xp.flip(xp.swapaxes(w, 0, 1), (2, 3)), b
+    )
 
 
-case("conv_transpose2d", "conv_transpose", lambda x, w, b: NF.conv_transpose2d(x, w, b), _conv_t_ref,
-     inputs=(A(2, 3, 4, 4), A(3, 2, 2, 3), A(2)), atol=1e-5, rtol=1e-4)
+case(
+    "conv_transpose2d",
+    "conv_transpose",
+    lambda x, w, b: NF.conv_transpose2d(x, w, b),
+    _conv_t_ref,
+    inputs=(A(2, 3, 4, 4), A(3, 2, 2, 3), A(2)),
+    atol=1e-5,
+    rtol=1e-4,
+)
 
 
 def _windows(xp, x, k):
     n, c, h, w = x.shape
-    return x[:, :, :h // k * k, :w // k * k].reshape(n, c, h // k, k, w // k, k)
+    return x[:, :, : h // k * k, : w // k * k].reshape(n, c, h // k, k, w // k, k)
 
 
-case("max_pool2d", "max_pool", lambda x: NF.max_pool2d(x, 2), lambda xp, x: _windows(xp, x, 2).max((3, 5)),
-     inputs=(A(2, 3, 4, 5, distinct=True),))
+case(
+    "max_pool2d",
+    "max_pool",
+    lambda x: NF.max_pool2d(x, 2),
+    lambda xp, x: _windows(xp, x, 2).max((3, 5)),
+    inputs=(A(2, 3, 4, 5, distinct=True),),
+)
+
+
 def _max_pool_indices(x, k):
     """torch's return_indices: the flat position of each window's maximum within its (H, W) plane."""
     n, c, h, w = x.shape
     out = np.zeros((n, c, h // k, w // k), np.int64)
     for i in range(h // k):
         for j in range(w // k):
-            a = x[:, :, i * k:(i + 1) * k, j * k:(j + 1) * k].reshape(n, c, -1).argmax(-1)
+            a = x[:, :, i * k : (i + 1) * k, j * k : (j + 1) * k].reshape(n, c, -1).argmax(-1)
             out[:, :, i, j] = (i * k + a // k) * w + j * k + a % k
     return out
 
 
-case("max_pool2d_indices", "max_pool_with_indices", lambda x: NF.max_pool2d(x, 2, return_indices=True),
-     lambda xp, x: (_windows(xp, x, 2).max((3, 5)), None if xp.is_jax else _max_pool_indices(x, 2)),
-     inputs=(A(2, 3, 4, 5, distinct=True),), out=lambda d: (d, I64))
-case("avg_pool2d", "avg_pool", lambda x: NF.avg_pool2d(x, 2), lambda xp, x: _windows(xp, x, 2).mean((3, 5)),
-     inputs=(A(2, 3, 4, 5),))
-case("adaptive_avg_pool2d", "adaptive_avg_pool", lambda x: NF.adaptive_avg_pool2d(x, (2, 1)),
-     lambda xp, x: x.reshape(2, 3, 2, 2, 5).mean((3, 4))[..., None], inputs=(A(2, 3, 4, 5),))
+case(
+    "max_pool2d_indices",
+    "max_pool_with_indices",
+    lambda x: NF.max_pool2d(x, 2, return_indices=True),
+    lambda xp, x: (_windows(xp, x, 2).max((3, 5)), None if xp.is_jax else _max_pool_indices(x, 2)),
+    inputs=(A(2, 3, 4, 5, distinct=True),),
+    out=lambda d: (d, I64),
+)
+case(
+    "avg_pool2d",
+    "avg_pool",
+    lambda x: NF.avg_pool2d(x, 2),
+    lambda xp, x: _windows(xp, x, 2).mean((3, 5)),
+    inputs=(A(2, 3, 4, 5),),
+)
+case(
+    "adaptive_avg_pool2d",
+    "adaptive_avg_pool",
+    lambda x: NF.adaptive_avg_pool2d(x, (2, 1)),
+    lambda xp, x: x.reshape(2, 3, 2, 2, 5).mean((3, 4))[..., None],
+    inputs=(A(2, 3, 4, 5),),
+)
 
 
 def _norm_ref(xp, x, axes, eps=1e-5):
@@ -689,21 +1284,52 @@ def _norm_ref(xp, x, axes, eps=1e-5):
     return (x - m) / xp.sqrt(((x - m) ** 2).mean(axes, keepdims=True) + eps)
 
 
-case("batch_norm_train", "batch_norm", lambda x, w, b: NF.batch_norm(x, None, None, w, b, training=True),
-     lambda xp, x, w, b: _norm_ref(xp, x, (0, 2)) * w[:, None] + b[:, None], inputs=(A(4, 3, 5), A(3), A(3)),
-     atol=1e-5, rtol=1e-4)
-case("batch_norm_eval", "batch_norm", lambda x, m, v: NF.batch_norm(x, m, v.abs() + 0.5, training=False),
-     lambda xp, x, m, v: (x - m[:, None]) / xp.sqrt(xp.abs(v[:, None]) + 0.5 + 1e-5),
-     inputs=(A(4, 3, 5), A(3, grad=False), A(3, grad=False)), atol=1e-5, rtol=1e-4)
-case("layer_norm", "layer_norm", lambda x, w, b: NF.layer_norm(x, (4,), w, b),
-     lambda xp, x, w, b: _norm_ref(xp, x, (-1,)) * w + b, inputs=(A(2, 3, 4), A(4), A(4)), atol=1e-5, rtol=1e-4,
-     grad2=True)
-case("group_norm", "group_norm", lambda x, w, b: NF.group_norm(x, 2, w, b),
-     lambda xp, x, w, b: _norm_ref(xp, x.reshape(2, 2, 2, 5), (2, 3)).reshape(2, 4, 5) * w[:, None] + b[:, None],
-     inputs=(A(2, 4, 5), A(4), A(4)), atol=1e-5, rtol=1e-4)
-case("rms_norm", "rms_norm", lambda x, w: NF.rms_norm(x, (4,), w, eps=1e-6),
-     lambda xp, x, w: x / xp.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w, inputs=(A(2, 3, 4), A(4)),
-     atol=1e-5, rtol=1e-4)
+case(
+    "batch_norm_train",
+    "batch_norm",
+    lambda x, w, b: NF.batch_norm(x, None, None, w, b, training=True),
+    lambda xp, x, w, b: _norm_ref(xp, x, (0, 2)) * w[:, None] + b[:, None],
+    inputs=(A(4, 3, 5), A(3), A(3)),
+    atol=1e-5,
+    rtol=1e-4,
+)
+case(
+    "batch_norm_eval",
+    "batch_norm",
+    lambda x, m, v: NF.batch_norm(x, m, v.abs() + 0.5, training=False),
+    lambda xp, x, m, v: (x - m[:, None]) / xp.sqrt(xp.abs(v[:, None]) + 0.5 + 1e-5),
+    inputs=(A(4, 3, 5), A(3, grad=False), A(3, grad=False)),
+    atol=1e-5,
+    rtol=1e-4,
+)
+case(
+    "layer_norm",
+    "layer_norm",
+    lambda x, w, b: NF.layer_norm(x, (4,), w, b),
+    lambda xp, x, w, b: _norm_ref(xp, x, (-1,)) * w + b,
+    inputs=(A(2, 3, 4), A(4), A(4)),
+    atol=1e-5,
+    rtol=1e-4,
+    grad2=True,
+)
+case(
+    "group_norm",
+    "group_norm",
+    lambda x, w, b: NF.group_norm(x, 2, w, b),
+    lambda xp, x, w, b: _norm_ref(xp, x.reshape(2, 2, 2, 5), (2, 3)).reshape(2, 4, 5) * w[:, None] + b[:, None],
+    inputs=(A(2, 4, 5), A(4), A(4)),
+    atol=1e-5,
+    rtol=1e-4,
+)
+case(
+    "rms_norm",
+    "rms_norm",
+    lambda x, w: NF.rms_norm(x, (4,), w, eps=1e-6),
+    lambda xp, x, w: x / xp.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w,
+    inputs=(A(2, 3, 4), A(4)),
+    atol=1e-5,
+    rtol=1e-4,
+)
 
 
 def _attn_ref(xp, q, k, v):
@@ -713,12 +1339,23 @@ def _attn_ref(xp, q, k, v):
     return (p / p.sum(-1, keepdims=True)) @ v
 
 
-case("sdpa_causal", "attention", lambda q, k, v: NF.scaled_dot_product_attention(q, k, v, is_causal=True), _attn_ref,
-     inputs=(A(2, 3, 4), A(2, 3, 4), A(2, 3, 4)), atol=1e-5, rtol=1e-4)
-case("embedding", "embedding", lambda w, i: NF.embedding(i, w), lambda xp, w, i: w[i],
-     inputs=(A(5, 3), I(2, 4, hi=5)))
-case("nll_loss", "nll_loss", lambda x, t: NF.nll_loss(x, t),
-     lambda xp, x, t: -x[np.arange(4), t].mean(), inputs=(A(4, 3), I(4, hi=3)))
+case(
+    "sdpa_causal",
+    "attention",
+    lambda q, k, v: NF.scaled_dot_product_attention(q, k, v, is_causal=True),
+    _attn_ref,
+    inputs=(A(2, 3, 4), A(2, 3, 4), A(2, 3, 4)),
+    atol=1e-5,
+    rtol=1e-4,
+)
+case("embedding", "embedding", lambda w, i: NF.embedding(i, w), lambda xp, w, i: w[i], inputs=(A(5, 3), I(2, 4, hi=5)))
+case(
+    "nll_loss",
+    "nll_loss",
+    lambda x, t: NF.nll_loss(x, t),
+    lambda xp, x, t: -x[np.arange(4), t].mean(),
+    inputs=(A(4, 3), I(4, hi=3)),
+)
 
 INTERNAL = {
     # reached only through other entry points, each tested where it is used
@@ -746,8 +1383,10 @@ def _make_inputs(c: Case, dtype, seed=0, variant=None):
 
 
 def _ref_args(specs, arrays):
-    return [a.astype(np.float64) if (s.kind == "f" and np.asarray(a).dtype.kind == "f") else a
-            for s, a in zip(specs, arrays)]
+    return [
+        a.astype(np.float64) if (s.kind == "f" and np.asarray(a).dtype.kind == "f") else a
+        for s, a in zip(specs, arrays)
+    ]
 
 
 def _expected_dtype(c: Case, dtype):
@@ -755,8 +1394,12 @@ def _expected_dtype(c: Case, dtype):
         return c.out(dtype)
     if isinstance(c.out, lf.DType):
         return c.out
-    return {"same": dtype, "bool": lf.bool, "int64": I64,
-            "float": dtype if dtype.is_floating_point else lf.get_default_dtype()}[c.out]
+    return {
+        "same": dtype,
+        "bool": lf.bool,
+        "int64": I64,
+        "float": dtype if dtype.is_floating_point else lf.get_default_dtype(),
+    }[c.out]
 
 
 def _tols(c: Case, dtype):
@@ -787,8 +1430,9 @@ def _compare(c: Case, out, expected, dtype, where):
         assert o.shape == e.shape, f"{where}: output {k} has shape {o.shape}, expected {e.shape}"
         a = np.asarray(o.float() if o.dtype is lf.bfloat16 else o)
         if o.dtype.is_floating_point:
-            np.testing.assert_allclose(a.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol,
-                                       equal_nan=True, err_msg=where)
+            np.testing.assert_allclose(
+                a.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True, err_msg=where
+            )
         else:
             np.testing.assert_array_equal(a, e.astype(a.dtype), err_msg=where)
 
@@ -831,8 +1475,9 @@ def test_forward_eager(c):
             finally:
                 state.interp = spy.inner
             missing = set(c.ops) - spy.seen
-            assert variant is not None or not missing, \
+            assert variant is not None or not missing, (
                 f"{c.id} never reached {sorted(missing)} (saw {sorted(spy.seen)})"
+            )
             where = f"{c.id} eager {dtype.name} inputs {[getattr(t, 'shape', t) for t in tensors]}"
             if c.check is not None:
                 assert c.check(out, *arrays) is not False, where
@@ -841,8 +1486,7 @@ def test_forward_eager(c):
 
 
 def _differentiable(c) -> bool:
-    return (c.grad and c.check is None and _fdtype(c) is not None
-            and any(s.kind == "f" and s.grad for s in c.inputs))
+    return c.grad and c.check is None and _fdtype(c) is not None and any(s.kind == "f" and s.grad for s in c.inputs)
 
 
 @pytest.mark.parametrize("c", [c for c in CASES if not _differentiable(c) or c.graph_error], ids=repr)
@@ -885,6 +1529,7 @@ def _jax_fn(c, specs, arrays, diff):
         for i, v in zip(diff, dv):
             args[i] = v
         return c.ref(JNP, *args)
+
     return f
 
 
@@ -897,8 +1542,7 @@ GRAD_CASES = [c for c in CASES if _differentiable(c)]
 
 def _with_modes(cases):
     """(case, mode) pairs; graph mode is left out only for records that graph mode must refuse."""
-    return [pytest.param(c, m, id=f"{c.id}-{m}") for c in cases for m in MODES
-            if not (m == "graph" and c.graph_error)]
+    return [pytest.param(c, m, id=f"{c.id}-{m}") for c in cases for m in MODES if not (m == "graph" and c.graph_error)]
 
 
 _EXPECTED: dict = {}  # references, computed once per record and shared by both modes
@@ -916,10 +1560,11 @@ def _fd_vjp(c, specs, arrays, diff, fo, cts, h=1e-6):
             hi_, lo_ = x.copy(), x.copy()
             hi_.flat[j] += h
             lo_.flat[j] -= h
-            up = _as_tuple(c.ref(NP, *base[:i], hi_, *base[i + 1:]))
-            dn = _as_tuple(c.ref(NP, *base[:i], lo_, *base[i + 1:]))
-            g.flat[j] = sum(np.sum(ct * (np.asarray(up[k], np.float64) - np.asarray(dn[k], np.float64)))
-                            for ct, k in zip(cts, fo)) / (2 * h)
+            up = _as_tuple(c.ref(NP, *base[:i], hi_, *base[i + 1 :]))
+            dn = _as_tuple(c.ref(NP, *base[:i], lo_, *base[i + 1 :]))
+            g.flat[j] = sum(
+                np.sum(ct * (np.asarray(up[k], np.float64) - np.asarray(dn[k], np.float64))) for ct, k in zip(cts, fo)
+            ) / (2 * h)
         out.append(g)
     return out
 
@@ -943,6 +1588,7 @@ builtins_min = min
 def _in_trace_grads(c, diff, fo, n_in):
     """For graph mode: forward and backward in one compiled program, through the op table's backward rules
     (the tape inside the trace, as ``lf.nn.Graph`` uses it)."""
+
     def f(*args):
         tensors, cts = list(args[:n_in]), args[n_in:]
         with lf.enable_grad():
@@ -951,6 +1597,7 @@ def _in_trace_grads(c, diff, fo, n_in):
             outs = _as_tuple(c.fn(*tensors))
             gs = lf.autograd.grad([outs[k] for k in fo], [tensors[i] for i in diff], list(cts), allow_unused=True)
         return tuple(outs), tuple(lf.zeros_like(tensors[i]) if g is None else g for i, g in zip(diff, gs))
+
     return f
 
 
@@ -971,15 +1618,23 @@ def test_backward(c, mode):
     dtype, specs, arrays, tensors, diff, fo, cts, expected = _grad_problem(c)
     if mode == "eager":
         outs = _as_tuple(c.fn(*tensors))
-        grads = lf.autograd.grad([outs[k] for k in fo], [tensors[i] for i in diff],
-                                 [lf.tensor(ct, dtype=outs[k].dtype) for ct, k in zip(cts, fo)], allow_unused=True)
+        grads = lf.autograd.grad(
+            [outs[k] for k in fo],
+            [tensors[i] for i in diff],
+            [lf.tensor(ct, dtype=outs[k].dtype) for ct, k in zip(cts, fo)],
+            allow_unused=True,
+        )
     else:
         if c.id not in _IN_TRACE:
             _IN_TRACE[c.id] = _in_trace_grads(c, diff, fo, len(tensors))
         plain = [t.detach() if isinstance(t, lf.Tensor) else t for t in tensors]
         want = _as_tuple(_expected_dtype(c, dtype))
-        outs, grads = run("graph", _IN_TRACE[c.id], *plain,
-                          *[lf.tensor(ct, dtype=want[builtins_min(k, len(want) - 1)]) for ct, k in zip(cts, fo)])
+        outs, grads = run(
+            "graph",
+            _IN_TRACE[c.id],
+            *plain,
+            *[lf.tensor(ct, dtype=want[builtins_min(k, len(want) - 1)]) for ct, k in zip(cts, fo)],
+        )
     _compare(c, outs if len(outs) > 1 else outs[0], _run_ref(c, specs, arrays), dtype, f"{c.id} {mode} forward")
     _check_grads(c, f"{c.id} {mode}", diff, grads, expected)
 
@@ -1026,16 +1681,18 @@ GRAD2_CASES = [c for c in GRAD_CASES if c.grad2]
 
 def _double_backward(fn, diff, n_out):
     def dd(*args):
-        tensors, cts, vs = list(args[:-n_out - len(diff)]), args[-n_out - len(diff):-len(diff)], args[-len(diff):]
+        tensors, cts, vs = list(args[: -n_out - len(diff)]), args[-n_out - len(diff) : -len(diff)], args[-len(diff) :]
         with lf.enable_grad():
             for i in diff:
                 tensors[i] = tensors[i].detach().requires_grad_()
             outs = _as_tuple(fn(*tensors))
-            gs = lf.autograd.grad(list(outs), [tensors[i] for i in diff], list(cts), create_graph=True,
-                                  allow_unused=True)
+            gs = lf.autograd.grad(
+                list(outs), [tensors[i] for i in diff], list(cts), create_graph=True, allow_unused=True
+            )
             total = sum(((g * v).sum() for g, v in zip(gs, vs) if g is not None), lf.zeros(()))
             hs = lf.autograd.grad(total, [tensors[i] for i in diff], allow_unused=True)
         return tuple(lf.zeros_like(tensors[i]) if h is None else h for i, h in zip(diff, hs))
+
     return dd
 
 
@@ -1056,8 +1713,9 @@ def test_double_backward(c, mode):
     key = (c.id, len(outs))
     if key not in _DD:
         _DD[key] = _double_backward(c.fn, diff, len(outs))
-    got = run(mode, _DD[key], *tensors, *[lf.tensor(ct, dtype=dtype) for ct in cts],
-              *[lf.tensor(v, dtype=dtype) for v in vs])
+    got = run(
+        mode, _DD[key], *tensors, *[lf.tensor(ct, dtype=dtype) for ct in cts], *[lf.tensor(v, dtype=dtype) for v in vs]
+    )
     if ("dd", c.id) not in _EXPECTED:
         f = _jax_fn(c, specs, arrays, diff)
         primal = [jnp.asarray(_ref_args(specs, arrays)[i]) for i in diff]
@@ -1066,11 +1724,17 @@ def test_double_backward(c, mode):
             _, vjp = jax.vjp(lambda *d: _as_tuple(f(*d)), *dv)
             gs = vjp(tuple(jnp.asarray(ct) for ct in cts))
             return sum(jnp.sum(g * v) for g, v in zip(gs, vs))
+
         _EXPECTED["dd", c.id] = jax.jit(jax.grad(inner, argnums=tuple(range(len(diff)))))(*primal)
     expected = _EXPECTED["dd", c.id]
     for i, g, e in zip(diff, got, expected):
-        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(e), rtol=c.grtol * 10, atol=c.gatol * 10,
-                                   err_msg=f"{c.id} {mode}: second derivative w.r.t. input {i}")
+        np.testing.assert_allclose(
+            np.asarray(g, np.float64),
+            np.asarray(e),
+            rtol=c.grtol * 10,
+            atol=c.gatol * 10,
+            err_msg=f"{c.id} {mode}: second derivative w.r.t. input {i}",
+        )
 
 
 def test_every_primitive_has_a_record():
@@ -1090,8 +1754,7 @@ def _elementwise_ops():
 
 def test_elementwise_and_matmul_have_double_backward_records():
     """The issue asks for create_graph=True on elementwise and matmul ops at least."""
-    smooth = _elementwise_ops() - {"floor", "ceil", "trunc", "sign", "div_trunc", "floor_divide", "remainder",
-                                   "fmod"}
+    smooth = _elementwise_ops() - {"floor", "ceil", "trunc", "sign", "div_trunc", "floor_divide", "remainder", "fmod"}
     with_grad2 = {op for c in GRAD2_CASES for op in c.ops}
     missing = sorted((smooth | {"matmul"}) - with_grad2)
     assert not missing, f"no double-backward record for {missing}"

@@ -89,8 +89,10 @@ def test_loads_torch_state_dict_as_numpy(name, kwargs, second):
         _set_grads(tp, grads[k], torch)
         to.step()
     sd = to.state_dict()
-    converted = {"state": {i: {n: v.numpy() for n, v in s.items()} for i, s in sd["state"].items()},
-                 "param_groups": copy.deepcopy(sd["param_groups"])}
+    converted = {
+        "state": {i: {n: v.numpy() for n, v in s.items()} for i, s in sd["state"].items()},
+        "param_groups": copy.deepcopy(sd["param_groups"]),
+    }
     lp = [lf.tensor(p.detach().numpy(), requires_grad=True) for p in tp]
     lo = getattr(lf.optim, name)(_groups(lp, second), lr=123.0)  # wrong lr: the state dict's must win
     lo.load_state_dict(converted)
@@ -113,8 +115,9 @@ def test_state_dict_layout_matches_torch(name, kwargs):
 
     def layout(sd):
         groups = [{k: (v if k == "params" else type(v).__name__) for k, v in g.items()} for g in sd["param_groups"]]
-        state = {i: {k: (tuple(v.shape), str(v.dtype).split(".")[-1]) for k, v in s.items()}
-                 for i, s in sd["state"].items()}
+        state = {
+            i: {k: (tuple(v.shape), str(v.dtype).split(".")[-1]) for k, v in s.items()} for i, s in sd["state"].items()
+        }
         return groups, state
 
     assert layout(lo.state_dict()) == layout(to.state_dict())  # before the first step (Adagrad: eager state)
@@ -286,8 +289,9 @@ def test_state_an_update_leaves_out_survives_donation():
         lo.step()
         to.step()
     _close([lp], [tp])
-    np.testing.assert_allclose(lo.state[lp]["max_exp_avg_sq"].numpy(), to.state[tp]["max_exp_avg_sq"].numpy(),
-                               rtol=RTOL)
+    np.testing.assert_allclose(
+        lo.state[lp]["max_exp_avg_sq"].numpy(), to.state[tp]["max_exp_avg_sq"].numpy(), rtol=RTOL
+    )
 
 
 def test_parameters_and_closure():
@@ -328,8 +332,11 @@ def test_pure_update_is_what_step_runs():
     opt._init_state(0)
     plist, params, gs, states = opt._group_arrays(opt.param_groups[0])
     hyper = opt._hyper(opt.param_groups[0])
-    assert hyper["amsgrad"] is True and hyper["lr"] == 0.1 and set(states[0]) == {
-        "step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}
+    assert (
+        hyper["amsgrad"] is True
+        and hyper["lr"] == 0.1
+        and set(states[0]) == {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}
+    )
     new_params, new_states = opt._update(hyper, [jnp.array(a) for a in params], gs, states)
     opt.step()
     # op-by-op (here) vs one fused program (step) may differ in the last bit
@@ -357,24 +364,27 @@ def test_named_parameters_are_accepted():
     assert opt.state_dict()["param_groups"][0]["param_names"] == ["w"]
 
 
-@pytest.mark.parametrize("ctor,match", [
-    (lambda p: lf.optim.SGD(p, lr=-0.1), "learning rate"),
-    (lambda p: lf.optim.SGD(p, momentum=-1), "momentum"),
-    (lambda p: lf.optim.SGD(p, weight_decay=-1), "weight_decay"),
-    (lambda p: lf.optim.SGD(p, nesterov=True), "Nesterov"),
-    (lambda p: lf.optim.SGD(p, momentum=0.9, dampening=0.1, nesterov=True), "Nesterov"),
-    (lambda p: lf.optim.Adam(p, betas=(1.0, 0.999)), "beta parameter at index 0"),
-    (lambda p: lf.optim.Adam(p, betas=(0.9, -0.1)), "beta parameter at index 1"),
-    (lambda p: lf.optim.Adam(p, eps=-1e-8), "epsilon"),
-    (lambda p: lf.optim.Adam(p, lr=-1), "learning rate"),
-    (lambda p: lf.optim.AdamW(p, weight_decay=-0.1), "weight_decay"),
-    (lambda p: lf.optim.RMSprop(p, alpha=-0.5), "alpha"),
-    (lambda p: lf.optim.RMSprop(p, momentum=-0.5), "momentum"),
-    (lambda p: lf.optim.Adagrad(p, lr_decay=-1), "lr_decay"),
-    (lambda p: lf.optim.Adagrad(p, initial_accumulator_value=-1), "initial_accumulator_value"),
-    (lambda p: lf.optim.Adam(p, differentiable=True), "differentiable"),
-    (lambda p: lf.optim.SGD([], lr=0.1), "empty parameter list"),
-])
+@pytest.mark.parametrize(
+    "ctor,match",
+    [
+        (lambda p: lf.optim.SGD(p, lr=-0.1), "learning rate"),
+        (lambda p: lf.optim.SGD(p, momentum=-1), "momentum"),
+        (lambda p: lf.optim.SGD(p, weight_decay=-1), "weight_decay"),
+        (lambda p: lf.optim.SGD(p, nesterov=True), "Nesterov"),
+        (lambda p: lf.optim.SGD(p, momentum=0.9, dampening=0.1, nesterov=True), "Nesterov"),
+        (lambda p: lf.optim.Adam(p, betas=(1.0, 0.999)), "beta parameter at index 0"),
+        (lambda p: lf.optim.Adam(p, betas=(0.9, -0.1)), "beta parameter at index 1"),
+        (lambda p: lf.optim.Adam(p, eps=-1e-8), "epsilon"),
+        (lambda p: lf.optim.Adam(p, lr=-1), "learning rate"),
+        (lambda p: lf.optim.AdamW(p, weight_decay=-0.1), "weight_decay"),
+        (lambda p: lf.optim.RMSprop(p, alpha=-0.5), "alpha"),
+        (lambda p: lf.optim.RMSprop(p, momentum=-0.5), "momentum"),
+        (lambda p: lf.optim.Adagrad(p, lr_decay=-1), "lr_decay"),
+        (lambda p: lf.optim.Adagrad(p, initial_accumulator_value=-1), "initial_accumulator_value"),
+        (lambda p: lf.optim.Adam(p, differentiable=True), "differentiable"),
+        (lambda p: lf.optim.SGD([], lr=0.1), "empty parameter list"),
+    ],
+)
 def test_invalid_hyperparameters_raise_value_error(ctor, match):
     with pytest.raises(ValueError, match=match):
         ctor([lf.tensor([1.0], requires_grad=True)])
@@ -408,7 +418,8 @@ def test_load_state_dict_errors():
         swapped.load_state_dict(sd)
     with pytest.raises(ValueError, match="'momentum_buffer'.*does not use"):
         lf.optim.Adam([a, b]).load_state_dict(
-            {"state": {0: {"step": 1.0, "momentum_buffer": np.zeros((2, 3))}}, "param_groups": sd["param_groups"]})
+            {"state": {0: {"step": 1.0, "momentum_buffer": np.zeros((2, 3))}}, "param_groups": sd["param_groups"]}
+        )
     with pytest.raises(ValueError, match="'state' and 'param_groups'"):
         opt.load_state_dict({"state": {}})
     fresh = lf.optim.Adam([a, b])
@@ -450,8 +461,10 @@ class _SignSGD(O.Optimizer):
         return {"step": O._scalar_state()}
 
     def _update(self, hyper, params, grads, states):
-        return ([p - hyper["lr"] * jnp.sign(g) for p, g in zip(params, grads)],
-                [{"step": s["step"] + 1} for s in states])
+        return (
+            [p - hyper["lr"] * jnp.sign(g) for p, g in zip(params, grads)],
+            [{"step": s["step"] + 1} for s in states],
+        )
 
 
 class _Broken(_SignSGD):
@@ -474,14 +487,15 @@ def test_custom_optimizer_on_the_base_class():
         _Broken([q]).step()
 
 
-@pytest.mark.parametrize("name,kwargs", [("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)),
-                                         ("AdamW", dict(lr=0.01, weight_decay=0.1))])
+@pytest.mark.parametrize(
+    "name,kwargs", [("SGD", dict(lr=0.05, momentum=0.9, nesterov=True)), ("AdamW", dict(lr=0.01, weight_decay=0.1))]
+)
 def test_training_an_nn_module_matches_torch(name, kwargs):
     """Real gradients (autograd through lf.nn layers) and parameter groups by module, side by side."""
     tm = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
     lm = lf.nn.Sequential(lf.nn.Linear(3, 8), lf.nn.Tanh(), lf.nn.Linear(8, 2))
     lm.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
-    groups = lambda m: [{"params": m[0].parameters()}, {"params": m[2].parameters(), "lr": 0.02}]  # noqa: E731
+    groups = lambda m: [{"params": m[0].parameters()}, {"params": m[2].parameters(), "lr": 0.02}]
     lo, to = getattr(lf.optim, name)(groups(lm), **kwargs), getattr(torch.optim, name)(groups(tm), **kwargs)
     rng = np.random.default_rng(0)
     for _ in range(10):

@@ -87,11 +87,21 @@ BAD = [
     # linear algebra
     ("matmul inner", lambda: a23 @ a23, lf.ShapeError, ValueError, [r"matmul", r"\[2, 3\] and \[2, 3\]", r"3 != 2"]),
     ("matmul 0-d", lambda: lf.matmul(lf.tensor(1.0), a4), lf.ShapeError, ValueError, [r"matmul", r"\[\]"]),
-    ("matmul batch", lambda: lf.ones(2, 3, 4) @ lf.ones(3, 4, 5), lf.ShapeError, ValueError,
-     [r"batch", r"\[2, 3, 4\]", r"\[3, 4, 5\]"]),
+    (
+        "matmul batch",
+        lambda: lf.ones(2, 3, 4) @ lf.ones(3, 4, 5),
+        lf.ShapeError,
+        ValueError,
+        [r"batch", r"\[2, 3, 4\]", r"\[3, 4, 5\]"],
+    ),
     ("mm rank", lambda: lf.mm(a4, a23), lf.ShapeError, ValueError, [r"mm", r"\[4\]"]),
-    ("bmm batch", lambda: lf.bmm(lf.ones(2, 3, 4), lf.ones(3, 4, 5)), lf.ShapeError, ValueError,
-     [r"bmm", r"\[2, 3, 4\]"]),
+    (
+        "bmm batch",
+        lambda: lf.bmm(lf.ones(2, 3, 4), lf.ones(3, 4, 5)),
+        lf.ShapeError,
+        ValueError,
+        [r"bmm", r"\[2, 3, 4\]"],
+    ),
     ("einsum sizes", lambda: lf.einsum("ij,jk->ik", a23, a23), lf.ShapeError, ValueError, [r"einsum", r"ij,jk"]),
     # reductions
     ("sum dim", lambda: a23.sum(2), lf.IndexOutOfRangeError, IndexError, [r"\[-2, 1\]", r"got 2"]),
@@ -120,25 +130,60 @@ BAD = [
     ("pad reflect", lambda: lf.pad(a23, (3, 0), mode="reflect"), lf.ShapeError, ValueError, [r"reflect", r"size 3"]),
     ("pad mode", lambda: lf.pad(a23, (1, 1), mode="mirror"), lf.OpError, RuntimeError, [r"pad", r"'mirror'"]),
     # gather/scatter/index
-    ("gather oob", lambda: a23.gather(1, lf.tensor([[0, 5]])), lf.IndexOutOfRangeError, IndexError,
-     [r"gather", r"index 5", r"size 3"]),
+    (
+        "gather oob",
+        lambda: a23.gather(1, lf.tensor([[0, 5]])),
+        lf.IndexOutOfRangeError,
+        IndexError,
+        [r"gather", r"index 5", r"size 3"],
+    ),
     ("gather neg", lambda: a23.gather(1, lf.tensor([[-1]])), lf.IndexOutOfRangeError, IndexError, [r"index -1"]),
     ("gather rank", lambda: a23.gather(1, i2), lf.ShapeError, ValueError, [r"gather", r"\[2\]", r"\[2, 3\]"]),
     ("gather dtype", lambda: a23.gather(1, lf.tensor([[0.5]])), lf.DTypeError, TypeError, [r"gather", r"float32"]),
-    ("scatter oob", lambda: a23.scatter(1, lf.tensor([[7]]), 1.0), lf.IndexOutOfRangeError, IndexError,
-     [r"scatter", r"index 7"]),
-    ("scatter reduce", lambda: a23.scatter(1, lf.tensor([[0]]), 1.0, reduce="max"), lf.OpError, RuntimeError,
-     [r"scatter", r"'max'"]),
-    ("index_select oob", lambda: a23.index_select(1, lf.tensor([3])), lf.IndexOutOfRangeError, IndexError,
-     [r"index_select", r"index 3", r"size 3"]),
-    ("index_add shape", lambda: a23.index_add(1, i2, lf.ones(2, 3)), lf.ShapeError, ValueError,
-     [r"index_add", r"\[2, 3\]", r"\[2, 2\]"]),
+    (
+        "scatter oob",
+        lambda: a23.scatter(1, lf.tensor([[7]]), 1.0),
+        lf.IndexOutOfRangeError,
+        IndexError,
+        [r"scatter", r"index 7"],
+    ),
+    (
+        "scatter reduce",
+        lambda: a23.scatter(1, lf.tensor([[0]]), 1.0, reduce="max"),
+        lf.OpError,
+        RuntimeError,
+        [r"scatter", r"'max'"],
+    ),
+    (
+        "index_select oob",
+        lambda: a23.index_select(1, lf.tensor([3])),
+        lf.IndexOutOfRangeError,
+        IndexError,
+        [r"index_select", r"index 3", r"size 3"],
+    ),
+    (
+        "index_add shape",
+        lambda: a23.index_add(1, i2, lf.ones(2, 3)),
+        lf.ShapeError,
+        ValueError,
+        [r"index_add", r"\[2, 3\]", r"\[2, 2\]"],
+    ),
     ("masked_fill mask", lambda: a23.masked_fill(a23, 1.0), lf.DTypeError, TypeError, [r"masked_fill", r"float32"]),
-    ("masked_fill shape", lambda: a23.masked_fill(lf.ones(5) > 0, 1.0), lf.ShapeError, ValueError,
-     [r"masked_fill", r"\[5\]"]),
+    (
+        "masked_fill shape",
+        lambda: a23.masked_fill(lf.ones(5) > 0, 1.0),
+        lf.ShapeError,
+        ValueError,
+        [r"masked_fill", r"\[5\]"],
+    ),
     ("topk k", lambda: a23.topk(5), lf.IndexOutOfRangeError, IndexError, [r"topk", r"k \(5\)", r"size 3"]),
-    ("one_hot class", lambda: lf.one_hot(lf.tensor([3]), 3), lf.IndexOutOfRangeError, IndexError,
-     [r"one_hot", r"index 3"]),
+    (
+        "one_hot class",
+        lambda: lf.one_hot(lf.tensor([3]), 3),
+        lf.IndexOutOfRangeError,
+        IndexError,
+        [r"one_hot", r"index 3"],
+    ),
     ("one_hot float", lambda: lf.one_hot(lf.tensor([1.0]), 3), lf.DTypeError, TypeError, [r"one_hot", r"float32"]),
     # creation / conversion
     ("ragged", lambda: lf.tensor([[1, 2], [3]]), lf.ShapeError, ValueError, [r"rectangular", r"\(1,\)", r"\(2,\)"]),
@@ -153,20 +198,39 @@ BAD = [
     ("device", lambda: lf.device("tpx"), lf.DeviceError, RuntimeError, [r"'tpx'"]),
     ("to kwargs", lambda: a23.to(dtype="float99"), lf.DTypeError, TypeError, [r"'float99'"]),
     # in-place
-    ("inplace shape", lambda: a4.clone().add_(a23.reshape(3, 2)[:, :1].expand(3, 4)), lf.ShapeError, ValueError,
-     [r"add_", r"\[4\]", r"\[3, 4\]"]),
+    (
+        "inplace shape",
+        lambda: a4.clone().add_(a23.reshape(3, 2)[:, :1].expand(3, 4)),
+        lf.ShapeError,
+        ValueError,
+        [r"add_", r"\[4\]", r"\[3, 4\]"],
+    ),
     ("inplace dtype", lambda: lf.arange(3).add_(0.5), lf.DTypeError, TypeError, [r"add_", r"float32", r"int64"]),
     ("fill_ shape", lambda: a23.clone().fill_(a4), lf.ShapeError, ValueError, [r"fill_", r"\[4\]"]),
     ("copy_ shape", lambda: a23.clone().copy_(a4), lf.ShapeError, ValueError, [r"copy_", r"\[4\]", r"\[2, 3\]"]),
     # autograd
-    ("backward non-scalar", lambda: (lf.ones(2, requires_grad=True) * 2).backward(), lf.AutogradError, RuntimeError,
-     [r"scalar", r"\[2\]"]),
-    ("backward no grad", lambda: lf.ones(2).sum().backward(), lf.AutogradError, RuntimeError,
-     [r"does not require grad"]),
-    ("inplace leaf", lambda: lf.ones(2, requires_grad=True).mul_(2), lf.AutogradError, RuntimeError,
-     [r"leaf", r"mul"]),
-    ("grad shape", lambda: (lf.ones(2, requires_grad=True) * 2).backward(lf.ones(3)), lf.AutogradError, RuntimeError,
-     [r"\[3\]", r"\[2\]"]),
+    (
+        "backward non-scalar",
+        lambda: (lf.ones(2, requires_grad=True) * 2).backward(),
+        lf.AutogradError,
+        RuntimeError,
+        [r"scalar", r"\[2\]"],
+    ),
+    (
+        "backward no grad",
+        lambda: lf.ones(2).sum().backward(),
+        lf.AutogradError,
+        RuntimeError,
+        [r"does not require grad"],
+    ),
+    ("inplace leaf", lambda: lf.ones(2, requires_grad=True).mul_(2), lf.AutogradError, RuntimeError, [r"leaf", r"mul"]),
+    (
+        "grad shape",
+        lambda: (lf.ones(2, requires_grad=True) * 2).backward(lf.ones(3)),
+        lf.AutogradError,
+        RuntimeError,
+        [r"\[3\]", r"\[2\]"],
+    ),
 ]
 
 
@@ -192,18 +256,20 @@ def test_second_backward_through_freed_graph():
 
 def test_64_bit_requests_are_refused_not_downgraded_without_x64():
     """With LAZYFLOW_X64=0 (JAX's x64 off) an explicit float64/int64 raises DTypeError; defaults become 32-bit."""
-    code = ("import lazyflow as lf\n"
-            "assert lf.arange(3).dtype is lf.int32 and lf.tensor([1]).dtype is lf.int32\n"
-            "assert lf.tensor([1.5]).dtype is lf.float32\n"
-            "for make in (lambda: lf.zeros(2, dtype=lf.float64), lambda: lf.tensor([1], dtype=lf.int64),\n"
-            "             lambda: lf.ones(2).to(lf.float64)):\n"
-            "    try:\n"
-            "        make()\n"
-            "    except lf.DTypeError as e:\n"
-            "        assert '64-bit' in str(e), e\n"
-            "    else:\n"
-            "        raise SystemExit('a 64-bit dtype was accepted with x64 off')\n"
-            "print('ok')\n")
+    code = (
+        "import lazyflow as lf\n"
+        "assert lf.arange(3).dtype is lf.int32 and lf.tensor([1]).dtype is lf.int32\n"
+        "assert lf.tensor([1.5]).dtype is lf.float32\n"
+        "for make in (lambda: lf.zeros(2, dtype=lf.float64), lambda: lf.tensor([1], dtype=lf.int64),\n"
+        "             lambda: lf.ones(2).to(lf.float64)):\n"
+        "    try:\n"
+        "        make()\n"
+        "    except lf.DTypeError as e:\n"
+        "        assert '64-bit' in str(e), e\n"
+        "    else:\n"
+        "        raise SystemExit('a 64-bit dtype was accepted with x64 off')\n"
+        "print('ok')\n"
+    )
     env = dict(os.environ, LAZYFLOW_X64="0", JAX_PLATFORMS="cpu")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -75,8 +75,12 @@ def test_result_type_matches_torch(a, b):
 
 
 def test_result_type_categories_and_ranks():
-    i8_1d, i64_0d, f16_1d, f64_0d = (lf.zeros(2, dtype=lf.int8), lf.zeros((), dtype=lf.int64),
-                                     lf.zeros(2, dtype=lf.float16), lf.zeros((), dtype=lf.float64))
+    i8_1d, i64_0d, f16_1d, f64_0d = (
+        lf.zeros(2, dtype=lf.int8),
+        lf.zeros((), dtype=lf.int64),
+        lf.zeros(2, dtype=lf.float16),
+        lf.zeros((), dtype=lf.float64),
+    )
     assert lf.result_type(i8_1d, i64_0d) is lf.int8  # same category: the dimensioned tensor wins
     assert lf.result_type(i8_1d, f64_0d) is lf.float64  # a higher category wins, at the 0-d tensor's width
     assert lf.result_type(f16_1d, f64_0d) is lf.float16
@@ -143,8 +147,9 @@ def test_binary_op_dtype_and_values_match_torch(op, a, b):
     got = fn(lf, _make(a, lf), _make(b, lf))
     assert got.dtype is LF[_name(want.dtype)], (op, a, b)
     assert got.shape == tuple(want.shape)
-    np.testing.assert_allclose(_values(got), _values(want), rtol=1e-2 if want.dtype in (torch.float16,
-                                                                                         torch.bfloat16) else 1e-6)
+    np.testing.assert_allclose(
+        _values(got), _values(want), rtol=1e-2 if want.dtype in (torch.float16, torch.bfloat16) else 1e-6
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -202,8 +207,9 @@ def test_op_results_broadcast_like_torch(sa, sb):
         assert got.shape == tuple(want.shape), name
         np.testing.assert_allclose(_values(got), _values(want), rtol=1e-6)
     got = lf.where(lf.tensor(a) > 0, lf.tensor(a), lf.tensor(b))
-    np.testing.assert_array_equal(got.numpy(), torch.where(torch.tensor(a) > 0, torch.tensor(a),
-                                                           torch.tensor(b)).numpy())
+    np.testing.assert_array_equal(
+        got.numpy(), torch.where(torch.tensor(a) > 0, torch.tensor(a), torch.tensor(b)).numpy()
+    )
 
 
 def test_broadcast_error_names_the_op_and_shapes():

@@ -19,10 +19,18 @@ def _draws(generator=None):
     g = {} if generator is None else {"generator": generator}
     x = lf.zeros(5)
     return [
-        lf.rand(4, **g), lf.randn(2, 3, **g), lf.randint(0, 10, (6,), **g), lf.randperm(7, **g),
-        lf.normal(1.0, 2.0, (3,), **g), lf.bernoulli(lf.full((8,), 0.5), **g),
-        lf.multinomial(lf.ones(5), 3, **g), x.clone().uniform_(-1, 1, **g), x.clone().normal_(**g),
-        x.clone().bernoulli_(0.3, **g), x.clone().exponential_(**g), lf.normal(lf.zeros(3), lf.ones(3), **g),
+        lf.rand(4, **g),
+        lf.randn(2, 3, **g),
+        lf.randint(0, 10, (6,), **g),
+        lf.randperm(7, **g),
+        lf.normal(1.0, 2.0, (3,), **g),
+        lf.bernoulli(lf.full((8,), 0.5), **g),
+        lf.multinomial(lf.ones(5), 3, **g),
+        x.clone().uniform_(-1, 1, **g),
+        x.clone().normal_(**g),
+        x.clone().bernoulli_(0.3, **g),
+        x.clone().exponential_(**g),
+        lf.normal(lf.zeros(3), lf.ones(3), **g),
     ]
 
 
@@ -124,7 +132,7 @@ def test_normal_moments():
     lf.manual_seed(1)
     z = lf.randn(N, dtype=lf.float64).numpy()
     assert _z(z.mean(), 0, 1, N) < 5 and abs(z.var() - 1) < 5 * math.sqrt(2 / N)
-    assert abs(np.mean(z ** 3)) < 5 * math.sqrt(15 / N)  # symmetric
+    assert abs(np.mean(z**3)) < 5 * math.sqrt(15 / N)  # symmetric
     w = lf.normal(3.0, 0.5, (N,)).numpy()
     assert _z(w.mean(), 3.0, 0.25, N) < 5 and abs(w.std() - 0.5) < 0.02
     t = lf.normal(lf.full((N,), -2.0), lf.full((N,), 3.0)).numpy()
@@ -185,24 +193,27 @@ def test_exponential_and_dropout():
 
 
 # ---------------------------------------------------------------- bad input
-@pytest.mark.parametrize(("call", "exc", "match"), [
-    (lambda: lf.randint(5, 2, (2,)), lf.OpError, r"randint: expected low < high, got low=5, high=2"),
-    (lambda: lf.randint(5), lf.OpError, r"size"),
-    (lambda: lf.rand(2, dtype=lf.int32), lf.DTypeError, r"rand: expected a floating dtype, got lazyflow.int32"),
-    (lambda: lf.randn(-1), lf.ShapeError, r"non-negative"),
-    (lambda: lf.normal(0.0, -1.0, (2,)), lf.OpError, r"std >= 0.0, got std=-1"),
-    (lambda: lf.normal(0.0, 1.0), lf.OpError, r"size"),
-    (lambda: lf.bernoulli(lf.ones(2, dtype=lf.int64)), lf.DTypeError, r"bernoulli .*int64"),
-    (lambda: lf.zeros(2).bernoulli_(1.5), lf.OpError, r"p to be in \[0, 1\], got p=1.5"),
-    (lambda: lf.multinomial(lf.ones(3), 5), lf.OpError, r"cannot sample 5 > 3 categories"),
-    (lambda: lf.multinomial(lf.ones(2, 2, 2), 1), lf.ShapeError, r"1-D or 2-D .*\[2, 2, 2\]"),
-    (lambda: lf.multinomial(lf.tensor([1.0, -1.0]), 1), lf.OpError, r"non-negative"),
-    (lambda: lf.multinomial(lf.zeros(3), 1), lf.OpError, r"positive sum"),
-    (lambda: lf.randperm(-2), lf.OpError, r"randperm: n must be non-negative, got -2"),
-    (lambda: lf.rand(2, generator=object()), lf.DTypeError, r"lazyflow.Generator"),
-    (lambda: lf.manual_seed(2 ** 70), lf.OpError, r"seed must be within"),
-    (lambda: lf.zeros(2).normal_(0, -1), lf.OpError, r"std >= 0.0"),
-])
+@pytest.mark.parametrize(
+    ("call", "exc", "match"),
+    [
+        (lambda: lf.randint(5, 2, (2,)), lf.OpError, r"randint: expected low < high, got low=5, high=2"),
+        (lambda: lf.randint(5), lf.OpError, r"size"),
+        (lambda: lf.rand(2, dtype=lf.int32), lf.DTypeError, r"rand: expected a floating dtype, got lazyflow.int32"),
+        (lambda: lf.randn(-1), lf.ShapeError, r"non-negative"),
+        (lambda: lf.normal(0.0, -1.0, (2,)), lf.OpError, r"std >= 0.0, got std=-1"),
+        (lambda: lf.normal(0.0, 1.0), lf.OpError, r"size"),
+        (lambda: lf.bernoulli(lf.ones(2, dtype=lf.int64)), lf.DTypeError, r"bernoulli .*int64"),
+        (lambda: lf.zeros(2).bernoulli_(1.5), lf.OpError, r"p to be in \[0, 1\], got p=1.5"),
+        (lambda: lf.multinomial(lf.ones(3), 5), lf.OpError, r"cannot sample 5 > 3 categories"),
+        (lambda: lf.multinomial(lf.ones(2, 2, 2), 1), lf.ShapeError, r"1-D or 2-D .*\[2, 2, 2\]"),
+        (lambda: lf.multinomial(lf.tensor([1.0, -1.0]), 1), lf.OpError, r"non-negative"),
+        (lambda: lf.multinomial(lf.zeros(3), 1), lf.OpError, r"positive sum"),
+        (lambda: lf.randperm(-2), lf.OpError, r"randperm: n must be non-negative, got -2"),
+        (lambda: lf.rand(2, generator=object()), lf.DTypeError, r"lazyflow.Generator"),
+        (lambda: lf.manual_seed(2**70), lf.OpError, r"seed must be within"),
+        (lambda: lf.zeros(2).normal_(0, -1), lf.OpError, r"std >= 0.0"),
+    ],
+)
 def test_bad_random_input(call, exc, match):
     with pytest.raises(exc, match=match):
         call()

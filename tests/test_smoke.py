@@ -14,8 +14,8 @@ def test_mlp_step_matches_numpy():
     loss = (lf.tanh(x @ w) ** 2).sum()
     loss.backward()
     h = np.tanh(xw @ ww)
-    np.testing.assert_allclose(loss.item(), (h ** 2).sum(), rtol=1e-5)
-    np.testing.assert_allclose(w.grad.numpy(), xw.T @ (2 * h * (1 - h ** 2)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loss.item(), (h**2).sum(), rtol=1e-5)
+    np.testing.assert_allclose(w.grad.numpy(), xw.T @ (2 * h * (1 - h**2)), rtol=1e-5, atol=1e-6)
 
 
 def test_tensor_from_numpy_never_aliases_the_source():

@@ -67,7 +67,7 @@ class SP:
 RECORDS: list[SP] = []
 
 
-def sp(id, ops, lf_fn, th_fn, *points, **kw):  # noqa: A002
+def sp(id, ops, lf_fn, th_fn, *points, **kw):
     ops = (ops,) if isinstance(ops, str) else tuple(ops)
     pts = tuple(p if isinstance(p, tuple) else (p,) for p in points)
     RECORDS.append(SP(id, ops, lf_fn, th_fn, pts, **kw))
@@ -87,64 +87,110 @@ def idx(*v):
 _GENERIC = a(-3, -2, -1, -0.5, -0.0, 0.0, 0.5, 1, 2, 3, INF, -INF, NAN)
 _UNARY = [
     # op, lazyflow, torch, extra points (domain edges)
-    ("exp", lf.exp, torch.exp, ()), ("expm1", lf.expm1, torch.expm1, ()), ("sin", lf.sin, torch.sin, ()),
-    ("cos", lf.cos, torch.cos, ()), ("tan", lf.tan, torch.tan, ()), ("tanh", lf.tanh, torch.tanh, ()),
-    ("sigmoid", lf.sigmoid, torch.sigmoid, ()), ("erf", lf.erf, torch.erf, ()), ("atan", lf.atan, torch.atan, ()),
-    ("sinh", lf.sinh, torch.sinh, ()), ("cosh", lf.cosh, torch.cosh, ()), ("exp2", lf.exp2, torch.exp2, ()),
-    ("silu", F.silu, TF.silu, ()), ("logsigmoid", F.logsigmoid, TF.logsigmoid, ()), ("neg", lf.neg, torch.neg, ()),
-    ("square", lf.square, torch.square, ()), ("abs", lf.abs, torch.abs, ()), ("sign", lf.sign, torch.sign, ()),
-    ("relu", lf.relu, torch.relu, ()), ("floor", lf.floor, torch.floor, (0.5, 1.5, 2.5, -0.5, -1.5)),
+    ("exp", lf.exp, torch.exp, ()),
+    ("expm1", lf.expm1, torch.expm1, ()),
+    ("sin", lf.sin, torch.sin, ()),
+    ("cos", lf.cos, torch.cos, ()),
+    ("tan", lf.tan, torch.tan, ()),
+    ("tanh", lf.tanh, torch.tanh, ()),
+    ("sigmoid", lf.sigmoid, torch.sigmoid, ()),
+    ("erf", lf.erf, torch.erf, ()),
+    ("atan", lf.atan, torch.atan, ()),
+    ("sinh", lf.sinh, torch.sinh, ()),
+    ("cosh", lf.cosh, torch.cosh, ()),
+    ("exp2", lf.exp2, torch.exp2, ()),
+    ("silu", F.silu, TF.silu, ()),
+    ("logsigmoid", F.logsigmoid, TF.logsigmoid, ()),
+    ("neg", lf.neg, torch.neg, ()),
+    ("square", lf.square, torch.square, ()),
+    ("abs", lf.abs, torch.abs, ()),
+    ("sign", lf.sign, torch.sign, ()),
+    ("relu", lf.relu, torch.relu, ()),
+    ("floor", lf.floor, torch.floor, (0.5, 1.5, 2.5, -0.5, -1.5)),
     ("ceil", lf.ceil, torch.ceil, (0.5, 1.5, 2.5, -0.5, -1.5)),
     ("trunc", lf.trunc, torch.trunc, (0.5, 1.5, 2.5, -0.5, -1.5)),
     ("round", lf.round, torch.round, (0.5, 1.5, 2.5, -0.5, -1.5)),
-    ("log", lf.log, torch.log, ()), ("log2", lf.log2, torch.log2, ()), ("log10", lf.log10, torch.log10, ()),
-    ("log1p", lf.log1p, torch.log1p, (-1.0, -1.5)), ("sqrt", lf.sqrt, torch.sqrt, (4.0,)),
-    ("rsqrt", lf.rsqrt, torch.rsqrt, (4.0,)), ("reciprocal", lf.reciprocal, torch.reciprocal, ()),
-    ("asin", lf.asin, torch.asin, (1.5, -1.5)), ("acos", lf.acos, torch.acos, (1.5, -1.5)),
+    ("log", lf.log, torch.log, ()),
+    ("log2", lf.log2, torch.log2, ()),
+    ("log10", lf.log10, torch.log10, ()),
+    ("log1p", lf.log1p, torch.log1p, (-1.0, -1.5)),
+    ("sqrt", lf.sqrt, torch.sqrt, (4.0,)),
+    ("rsqrt", lf.rsqrt, torch.rsqrt, (4.0,)),
+    ("reciprocal", lf.reciprocal, torch.reciprocal, ()),
+    ("asin", lf.asin, torch.asin, (1.5, -1.5)),
+    ("acos", lf.acos, torch.acos, (1.5, -1.5)),
     ("erfinv", lf.erfinv, torch.erfinv, (0.999, -0.999, 1.5)),
 ]
 for _op, _lf, _th, _extra in _UNARY:
     sp(_op, _op, _lf, _th, np.concatenate([_GENERIC, a(*_extra)]))
 
-sp("round_decimals", "round", lambda x: lf.round(x, decimals=1), lambda x: torch.round(x, decimals=1),
-   a(0.05, 0.15, 0.25, -0.05, 0.0, 1.0))
+sp(
+    "round_decimals",
+    "round",
+    lambda x: lf.round(x, decimals=1),
+    lambda x: torch.round(x, decimals=1),
+    a(0.05, 0.15, 0.25, -0.05, 0.0, 1.0),
+)
 sp("gelu", "gelu", F.gelu, TF.gelu, _GENERIC)
 sp("gelu_tanh", "gelu", lambda x: F.gelu(x, approximate="tanh"), lambda x: TF.gelu(x, approximate="tanh"), _GENERIC)
 sp("softplus_threshold", "softplus", F.softplus, TF.softplus, a(20, 19.5, 20.5, 0, -0.0, -20, 1))
-sp("softplus_beta_threshold", "softplus", lambda x: F.softplus(x, beta=2.0, threshold=3.0),
-   lambda x: TF.softplus(x, beta=2.0, threshold=3.0), a(1.5, 1.25, 1.75, 0, -0.0, -1))
+sp(
+    "softplus_beta_threshold",
+    "softplus",
+    lambda x: F.softplus(x, beta=2.0, threshold=3.0),
+    lambda x: TF.softplus(x, beta=2.0, threshold=3.0),
+    a(1.5, 1.25, 1.75, 0, -0.0, -1),
+)
 sp("leaky_relu", "leaky_relu", lambda x: F.leaky_relu(x, 0.1), lambda x: TF.leaky_relu(x, 0.1), _GENERIC)
 sp("leaky_relu_default", "leaky_relu", F.leaky_relu, TF.leaky_relu, _GENERIC)
 sp("elu", "elu", lambda x: F.elu(x, 1.5), lambda x: TF.elu(x, 1.5), _GENERIC)
 sp("celu", "elu", lambda x: F.celu(x, 2.0), lambda x: TF.celu(x, 2.0), _GENERIC)
 sp("selu", "elu", F.selu, TF.selu, _GENERIC)
-sp("hardtanh", "hardtanh", lambda x: F.hardtanh(x, -0.5, 1.0), lambda x: TF.hardtanh(x, -0.5, 1.0),
-   a(-1, -0.5, 0, -0.0, 0.5, 1, 2))
+sp(
+    "hardtanh",
+    "hardtanh",
+    lambda x: F.hardtanh(x, -0.5, 1.0),
+    lambda x: TF.hardtanh(x, -0.5, 1.0),
+    a(-1, -0.5, 0, -0.0, 0.5, 1, 2),
+)
 sp("hardtanh_default", "hardtanh", F.hardtanh, TF.hardtanh, _GENERIC)
 sp("relu6", "hardtanh", F.relu6, TF.relu6, a(-1, 0, -0.0, 3, 6, 7))
 # torch's hardsigmoid backward multiplies by 1/6 rounded to float32 even in float64: a 3e-8 relative difference
 sp("hardsigmoid", "hardtanh", F.hardsigmoid, TF.hardsigmoid, a(-4, -3, -0.0, 0, 3, 4), rtol=1e-7)
 sp("hardswish", "hardtanh", F.hardswish, TF.hardswish, a(-4, -3, -0.0, 0, 3, 4))
-sp("threshold", "where", lambda x: F.threshold(x, 0.5, -1.0), lambda x: TF.threshold(x, 0.5, -1.0),
-   a(0, 0.4, 0.5, 0.6, 1))
+sp(
+    "threshold",
+    "where",
+    lambda x: F.threshold(x, 0.5, -1.0),
+    lambda x: TF.threshold(x, 0.5, -1.0),
+    a(0, 0.4, 0.5, 0.6, 1),
+)
 sp("softsign", "abs", F.softsign, TF.softsign, _GENERIC)
 sp("mish", "softplus", F.mish, TF.mish, _GENERIC)
 sp("tanhshrink", "tanh", F.tanhshrink, TF.tanhshrink, _GENERIC)
-sp("nan_to_num", "nan_to_num", lambda x: lf.nan_to_num(x, 1.0, 2.0, -2.0),
-   lambda x: torch.nan_to_num(x, 1.0, 2.0, -2.0), a(NAN, INF, -INF, 0, 1, -1))
+sp(
+    "nan_to_num",
+    "nan_to_num",
+    lambda x: lf.nan_to_num(x, 1.0, 2.0, -2.0),
+    lambda x: torch.nan_to_num(x, 1.0, 2.0, -2.0),
+    a(NAN, INF, -INF, 0, 1, -1),
+)
 # the same primitive through each public spelling: the method, the module, in place
 sp("relu_method", "relu", lambda x: x.relu(), lambda x: x.relu(), _GENERIC)
 sp("relu_module", "relu", lambda x: lf.nn.ReLU()(x), lambda x: torch.nn.ReLU()(x), _GENERIC)
-sp("relu_inplace", "relu", lambda x: F.relu(x * 1.0, inplace=True), lambda x: TF.relu(x * 1.0, inplace=True),
-   _GENERIC)
+sp("relu_inplace", "relu", lambda x: F.relu(x * 1.0, inplace=True), lambda x: TF.relu(x * 1.0, inplace=True), _GENERIC)
 sp("relu6_module", "hardtanh", lambda x: lf.nn.ReLU6()(x), lambda x: torch.nn.ReLU6()(x), a(-1, 0, 3, 6, 7))
 sp("abs_method", "abs", lambda x: x.abs(), lambda x: x.abs(), _GENERIC)
 
 # ---------------------------------------------------------------- binary elementwise
 _TIES_A = a(0, 1, -1, 2, -0.0, 0, 3)
 _TIES_B = a(0, 1, -1, 3, 0.0, -0.0, 2)
-for _op, _lf, _th in (("maximum", lf.maximum, torch.maximum), ("minimum", lf.minimum, torch.minimum),
-                      ("fmax", lf.fmax, torch.fmax), ("fmin", lf.fmin, torch.fmin)):
+for _op, _lf, _th in (
+    ("maximum", lf.maximum, torch.maximum),
+    ("minimum", lf.minimum, torch.minimum),
+    ("fmax", lf.fmax, torch.fmax),
+    ("fmin", lf.fmin, torch.fmin),
+):
     sp(_op, _op, _lf, _th, (_TIES_A, _TIES_B))
 sp("maximum_nan", "maximum", lf.maximum, torch.maximum, (a(NAN, 1, NAN), a(1, NAN, NAN)))
 sp("minimum_nan", "minimum", lf.minimum, torch.minimum, (a(NAN, 1, NAN), a(1, NAN, NAN)))
@@ -155,13 +201,18 @@ sp("max_binary", "maximum", lambda x, y: lf.max(x, y), lambda x, y: torch.max(x,
 # pow: 0**0, 0**positive, 0**negative, negative base with integer and fractional exponents
 _POW_A = a(0, 0, 0, 0, 0, -0.0, -2, -2, -2, 2, 2, 1, 0, 3)
 _POW_B = a(0, 2, 0.5, -1, -2, 2, 3, 2, 0.5, 0, -1, 0, 1, 1)
-sp("pow", "pow", lambda x, y: x ** y, lambda x, y: x ** y, (_POW_A, _POW_B))
+sp("pow", "pow", lambda x, y: x**y, lambda x, y: x**y, (_POW_A, _POW_B))
 for _e in (0, 0.0, 1, 2, 3, 0.5, -1, -2, -0.5, 2.5):
     # -0.0 ** +-0.5: torch computes sqrt/rsqrt, lazyflow IEEE pow (tests/test_torch_differences.py)
-    sp(f"pow_scalar_exp_{_e}", "pow", lambda x, _e=_e: x ** _e, lambda x, _e=_e: x ** _e,
-       a(0, -2, 2, 1, -1) if abs(_e) == 0.5 else a(0, -0.0, -2, 2, 1, -1))
+    sp(
+        f"pow_scalar_exp_{_e}",
+        "pow",
+        lambda x, _e=_e: x**_e,
+        lambda x, _e=_e: x**_e,
+        a(0, -2, 2, 1, -1) if abs(_e) == 0.5 else a(0, -0.0, -2, 2, 1, -1),
+    )
 for _b in (0.0, 2.0, -2.0, 1.0):
-    sp(f"pow_scalar_base_{_b}", "pow", lambda x, _b=_b: _b ** x, lambda x, _b=_b: _b ** x, a(0, 1, -1, 2, 0.5, 3))
+    sp(f"pow_scalar_base_{_b}", "pow", lambda x, _b=_b: _b**x, lambda x, _b=_b: _b**x, a(0, 1, -1, 2, 0.5, 3))
 sp("pow_method_square", "pow", lambda x: x.pow(2), lambda x: x.pow(2), a(0, -0.0, -1, 1))
 sp("div", "div", lambda x, y: x / y, lambda x, y: x / y, (a(0, 1, 0, -1, 1, 0), a(0, 0, 1, 0, -0.0, -0.0)))
 sp("div_scalar", "div", lambda x: 1.0 / x, lambda x: 1.0 / x, a(0, -0.0, 1, -2))
@@ -173,21 +224,45 @@ sp("fmod", "fmod", lf.fmod, torch.fmod, (_MOD_A, _MOD_B))
 sp("remainder_scalar", "remainder", lambda x: x % 1.5, lambda x: x % 1.5, a(0, 1.5, -1.5, 3, 0.75))
 # torch has no derivative for floor_divide (it raises); lazyflow gives the zeros of torch's div(rounding_mode=
 # "floor"), the same function (tests/test_torch_differences.py)
-sp("floor_divide", "floor_divide", lambda x, y: x // y, lambda x, y: torch.div(x, y, rounding_mode="floor"),
-   (_MOD_A, _MOD_B))
-sp("div_trunc", "div_trunc", lambda x, y: lf.div(x, y, rounding_mode="trunc"),
-   lambda x, y: torch.div(x, y, rounding_mode="trunc"), (_MOD_A, _MOD_B))
-sp("div_floor", "floor_divide", lambda x, y: lf.div(x, y, rounding_mode="floor"),
-   lambda x, y: torch.div(x, y, rounding_mode="floor"), (_MOD_A, _MOD_B))
+sp(
+    "floor_divide",
+    "floor_divide",
+    lambda x, y: x // y,
+    lambda x, y: torch.div(x, y, rounding_mode="floor"),
+    (_MOD_A, _MOD_B),
+)
+sp(
+    "div_trunc",
+    "div_trunc",
+    lambda x, y: lf.div(x, y, rounding_mode="trunc"),
+    lambda x, y: torch.div(x, y, rounding_mode="trunc"),
+    (_MOD_A, _MOD_B),
+)
+sp(
+    "div_floor",
+    "floor_divide",
+    lambda x, y: lf.div(x, y, rounding_mode="floor"),
+    lambda x, y: torch.div(x, y, rounding_mode="floor"),
+    (_MOD_A, _MOD_B),
+)
 
 # where: ties between the branches, and the NaN an unselected branch sends back (the same in both)
 _COND = np.array([True, False, True, False, True])
-sp("where", "where", lambda c, x, y: lf.where(c, x, y), lambda c, x, y: torch.where(c, x, y),
-   (_COND, a(1, 1, 0, 0, -1), a(1, 1, 0, 0, 2)))
-sp("where_unselected_log", ("where", "log"), lambda x: lf.where(x > 0, x, x.log()),
-   lambda x: torch.where(x > 0, x, x.log()), a(0, 1, -1, 2, -0.0))
-sp("where_scalar", "where", lambda x: lf.where(x > 0, x, 0.0), lambda x: torch.where(x > 0, x, 0.0),
-   a(0, 1, -1, -0.0))
+sp(
+    "where",
+    "where",
+    lambda c, x, y: lf.where(c, x, y),
+    lambda c, x, y: torch.where(c, x, y),
+    (_COND, a(1, 1, 0, 0, -1), a(1, 1, 0, 0, 2)),
+)
+sp(
+    "where_unselected_log",
+    ("where", "log"),
+    lambda x: lf.where(x > 0, x, x.log()),
+    lambda x: torch.where(x > 0, x, x.log()),
+    a(0, 1, -1, 2, -0.0),
+)
+sp("where_scalar", "where", lambda x: lf.where(x > 0, x, 0.0), lambda x: torch.where(x > 0, x, 0.0), a(0, 1, -1, -0.0))
 
 # clamp: both bounds, one bound, tensor bounds (ties with each bound, lower bound above the upper one)
 _CLAMP_X = a(-1, 0, -0.0, 0.5, 1, 2)
@@ -199,25 +274,49 @@ sp("clip_inplace", "clamp", lambda x: (x * 1.0).clamp_(0, 1), lambda x: (x * 1.0
 _CX, _CLO, _CHI = a(0, 1, 0.5, 2, -1, 1, 0.5, 0.5), a(0, 0, 0, 0, 0, 2, 0.5, 1), a(1, 1, 1, 1, 1, 1, 0.5, 0)
 sp("clamp_tensor", "clamp", lf.clamp, torch.clamp, (_CX, _CLO, _CHI))
 sp("clamp_tensor_min", "clamp", lambda x, lo: lf.clamp(x, lo), lambda x, lo: torch.clamp(x, lo), (_CX, _CLO))
-sp("clamp_tensor_max", "clamp", lambda x, hi: lf.clamp(x, max=hi), lambda x, hi: torch.clamp(x, max=hi),
-   (_CX, _CHI))
-sp("clamp_tensor_broadcast", "clamp", lf.clamp, torch.clamp,
-   (np.array([[0.0, 1, 0.5], [2, -1, 0.5]]), a(0, 0, 0.5), a(1, 1, 0.5)))
+sp("clamp_tensor_max", "clamp", lambda x, hi: lf.clamp(x, max=hi), lambda x, hi: torch.clamp(x, max=hi), (_CX, _CHI))
+sp(
+    "clamp_tensor_broadcast",
+    "clamp",
+    lf.clamp,
+    torch.clamp,
+    (np.array([[0.0, 1, 0.5], [2, -1, 0.5]]), a(0, 0, 0.5), a(1, 1, 0.5)),
+)
 sp("lerp", "lerp", lf.lerp, torch.lerp, (a(0, 1, 1, 2, -1), a(0, 1, 3, 2, 1), a(0, 1, 0.5, 0, 1.5)))
-sp("addcmul", "addcmul", lambda x, y, z: lf.addcmul(x, y, z, value=0.5),
-   lambda x, y, z: torch.addcmul(x, y, z, value=0.5), (a(0, 1, 0), a(0, 0, 2), a(0, 3, 0)))
-sp("addcdiv", "addcdiv", lambda x, y, z: lf.addcdiv(x, y, z, value=2),
-   lambda x, y, z: torch.addcdiv(x, y, z, value=2), (a(0, 1, 0, 1), a(0, 0, 2, 1), a(0, 0, 0, -0.0)))
+sp(
+    "addcmul",
+    "addcmul",
+    lambda x, y, z: lf.addcmul(x, y, z, value=0.5),
+    lambda x, y, z: torch.addcmul(x, y, z, value=0.5),
+    (a(0, 1, 0), a(0, 0, 2), a(0, 3, 0)),
+)
+sp(
+    "addcdiv",
+    "addcdiv",
+    lambda x, y, z: lf.addcdiv(x, y, z, value=2),
+    lambda x, y, z: torch.addcdiv(x, y, z, value=2),
+    (a(0, 1, 0, 1), a(0, 0, 2, 1), a(0, 0, 0, -0.0)),
+)
 
 # ---------------------------------------------------------------- reductions
 _ROWS_ZEROS = np.array([[0.0, 2, 3], [2, 0, 3], [2, 3, 0], [0, 0, 3], [0, 0, 0], [1, 2, 3], [-0.0, 2, -1]])
 sp("prod_dim", "prod", lambda x: x.prod(1), lambda x: x.prod(1), _ROWS_ZEROS)
-sp("prod_all_one_zero", "prod", lambda x: x.prod(), lambda x: x.prod(), a(2, 0, 3, -1), a(0, 0, 3, 1),
-   a(1, 2, 3, 4))
+sp("prod_all_one_zero", "prod", lambda x: x.prod(), lambda x: x.prod(), a(2, 0, 3, -1), a(0, 0, 3, 1), a(1, 2, 3, 4))
 sp("cumprod", "cumprod", lambda x: x.cumprod(1), lambda x: x.cumprod(1), _ROWS_ZEROS)
 
-_TIES = np.array([[1.0, 1, 0], [2, 2, 2], [0, -1, 0], [3, 1, 2], [-0.0, 0, -1], [NAN, 1, NAN], [1, NAN, 2],
-                  [INF, INF, 1], [-INF, 0, -INF]])
+_TIES = np.array(
+    [
+        [1.0, 1, 0],
+        [2, 2, 2],
+        [0, -1, 0],
+        [3, 1, 2],
+        [-0.0, 0, -1],
+        [NAN, 1, NAN],
+        [1, NAN, 2],
+        [INF, INF, 1],
+        [-INF, 0, -INF],
+    ]
+)
 # amax/amin over NaN: torch's rule gives the whole slice NaN, lazyflow keeps max()'s (tests/test_torch_differences.py)
 _TIES_NO_NAN = _TIES[~np.isnan(_TIES).any(1)]
 sp("amax_ties", "amax", lambda x: x.amax(1), lambda x: x.amax(1), _TIES_NO_NAN)
@@ -229,20 +328,37 @@ sp("max_dim_ties", "max_dim", lambda x: x.max(1), lambda x: x.max(1), _TIES)
 sp("min_dim_ties", "min_dim", lambda x: x.min(1, keepdim=True), lambda x: x.min(1, keepdim=True), _TIES)
 sp("max_dim0_ties", "max_dim", lambda x: x.max(0), lambda x: x.max(0), _TIES)
 sp("sort_ties", "sort", lambda x: x.sort(1), lambda x: x.sort(1), _TIES)
-sp("sort_ties_stable_desc", "sort", lambda x: x.sort(1, descending=True, stable=True),
-   lambda x: x.sort(dim=1, descending=True, stable=True), _TIES)
+sp(
+    "sort_ties_stable_desc",
+    "sort",
+    lambda x: x.sort(1, descending=True, stable=True),
+    lambda x: x.sort(dim=1, descending=True, stable=True),
+    _TIES,
+)
 sp("sort_ties_desc", "sort", lambda x: x.sort(1, descending=True), lambda x: x.sort(1, descending=True), _TIES)
 sp("topk_ties", "topk", lambda x: x.topk(2, 1), lambda x: x.topk(2, 1), _TIES)
-sp("topk_ties_smallest", "topk", lambda x: x.topk(2, 1, largest=False), lambda x: x.topk(2, 1, largest=False),
-   _TIES)
+sp("topk_ties_smallest", "topk", lambda x: x.topk(2, 1, largest=False), lambda x: x.topk(2, 1, largest=False), _TIES)
 
 _CONST = np.array([[1.0, 1, 1], [0.1, 0.1, 0.1], [0, 0, 0], [-3, -3, -3], [1, 2, 4]])
 sp("std_constant", "std", lambda x: x.std(1), lambda x: x.std(1), _CONST)
 sp("std_constant_biased", "std", lambda x: x.std(1, unbiased=False), lambda x: x.std(1, unbiased=False), _CONST)
-sp("std_all_constant", "std", lambda x: x.std(), lambda x: x.std(), a(1, 1, 1), a(0.1, 0.1, 0.1, 0.1),
-   a(0.3, 0.3, 0.3, 0.3), a(1, 2, 3, 4))
-sp("std_single", "std", lambda x: x.std(1, unbiased=False), lambda x: x.std(1, unbiased=False),
-   np.array([[0.0], [2.0]]))
+sp(
+    "std_all_constant",
+    "std",
+    lambda x: x.std(),
+    lambda x: x.std(),
+    a(1, 1, 1),
+    a(0.1, 0.1, 0.1, 0.1),
+    a(0.3, 0.3, 0.3, 0.3),
+    a(1, 2, 3, 4),
+)
+sp(
+    "std_single",
+    "std",
+    lambda x: x.std(1, unbiased=False),
+    lambda x: x.std(1, unbiased=False),
+    np.array([[0.0], [2.0]]),
+)
 sp("std_single_unbiased", "std", lambda x: x.std(1), lambda x: x.std(1), np.array([[0.0], [2.0]]))
 sp("var_constant", "var", lambda x: x.var(1), lambda x: x.var(1), _CONST)
 sp("var_single_unbiased", "var", lambda x: x.var(1), lambda x: x.var(1), np.array([[0.0], [2.0]]))
@@ -252,11 +368,21 @@ _VEC = np.array([[0.0, 0, 0], [0, 3, 4], [1, -1, 0], [-0.0, 0, 0], [2, -2, 2]])
 for _p in ("fro", 2, 1, 3, 0.5, INF, -INF, 0):
     sp(f"norm_{_p}", "norm", lambda x, _p=_p: x.norm(_p, dim=1), lambda x, _p=_p: x.norm(_p, dim=1), _VEC)
 sp("norm_all_zero", "norm", lambda x: x.norm(), lambda x: x.norm(), a(0, 0, 0), a(0, 3, 4))
-sp("norm_keepdim_zero", "norm", lambda x: lf.norm(x, 2, (0, 1), keepdim=True),
-   lambda x: torch.norm(x, 2, (0, 1), keepdim=True), np.zeros((2, 3)))
+sp(
+    "norm_keepdim_zero",
+    "norm",
+    lambda x: lf.norm(x, 2, (0, 1), keepdim=True),
+    lambda x: torch.norm(x, 2, (0, 1), keepdim=True),
+    np.zeros((2, 3)),
+)
 sp("normalize_zero_row", "norm", lambda x: F.normalize(x), lambda x: TF.normalize(x), _VEC)
-sp("normalize_zero_row_matmul", "norm", lambda x, w: F.normalize(x) @ w, lambda x, w: TF.normalize(x) @ w,
-   (_VEC, np.arange(6.0).reshape(3, 2) - 2))
+sp(
+    "normalize_zero_row_matmul",
+    "norm",
+    lambda x, w: F.normalize(x) @ w,
+    lambda x, w: TF.normalize(x) @ w,
+    (_VEC, np.arange(6.0).reshape(3, 2) - 2),
+)
 sp("normalize_p1_dim0", "norm", lambda x: F.normalize(x, 1, 0), lambda x: TF.normalize(x, 1, 0), _VEC.T.copy())
 
 _NEG_INF_ROWS = np.array([[-INF, -INF, -INF], [-INF, 0, 1], [1, 1, 1], [0, -INF, 0]])
@@ -276,36 +402,81 @@ sp("softmax_empty", "softmax", lambda x: x.softmax(1), lambda x: x.softmax(1), _
 sp("relu_empty", "relu", lf.relu, torch.relu, np.zeros(0))
 sp("clamp_empty", "clamp", lambda x: x.clamp(0, 1), lambda x: x.clamp(0, 1), _E)
 sp("maximum_empty", "maximum", lf.maximum, torch.maximum, (_E, np.zeros((1, 0))))
-sp("pow_empty", "pow", lambda x, y: x ** y, lambda x, y: x ** y, (_E, np.zeros(0)))
+sp("pow_empty", "pow", lambda x, y: x**y, lambda x, y: x**y, (_E, np.zeros(0)))
 
 # ---------------------------------------------------------------- indexing with repeated positions
 _X34 = np.arange(12.0).reshape(3, 4) - 5
-sp("gather_repeated", "gather", lambda x, i: x.gather(1, i), lambda x, i: x.gather(1, i),
-   (_X34, np.array([[0, 0, 1], [3, 3, 3], [2, 1, 2]])))
-sp("index_select_repeated", "index_select", lambda x, i: x.index_select(0, i), lambda x, i: x.index_select(0, i),
-   (_X34, idx(0, 2, 0, 0)))
+sp(
+    "gather_repeated",
+    "gather",
+    lambda x, i: x.gather(1, i),
+    lambda x, i: x.gather(1, i),
+    (_X34, np.array([[0, 0, 1], [3, 3, 3], [2, 1, 2]])),
+)
+sp(
+    "index_select_repeated",
+    "index_select",
+    lambda x, i: x.index_select(0, i),
+    lambda x, i: x.index_select(0, i),
+    (_X34, idx(0, 2, 0, 0)),
+)
 sp("getitem_repeated", "getitem", lambda x, i: x[i], lambda x, i: x[i], (_X34, idx(1, 1, 0, 1)))
-sp("index_add_repeated", "index_add", lambda x, i, s: x.index_add(0, i, s), lambda x, i, s: x.index_add(0, i, s),
-   (_X34, idx(1, 1, 0), np.ones((3, 4)) * a(1, 2, 3, 4)))
-sp("scatter_repeated", "scatter", lambda x, i, s: x.scatter(1, i, s), lambda x, i, s: x.scatter(1, i, s),
-   (_X34, np.array([[0, 0], [1, 2], [3, 3]]), np.array([[1.0, 1], [2, 3], [4, 4]])))
-sp("scatter_add_repeated", "scatter", lambda x, i, s: x.scatter_add(1, i, s),
-   lambda x, i, s: x.scatter_add(1, i, s),
-   (_X34, np.array([[0, 0], [1, 2], [3, 3]]), np.array([[1.0, 1], [2, 3], [4, 4]])))
-for _r, _s in (("amax", np.array([[-5.0, 9], [-1, 3], [6, 6]])), ("amin", np.array([[-5.0, -9], [-1, 3], [6, 6]])),
-               ("prod", np.array([[0.0, 2], [0, 3], [0, 0]]))):
-    sp(f"scatter_reduce_{_r}", "scatter", lambda x, i, s, _r=_r: x.scatter_reduce(1, i, s, _r),
-       lambda x, i, s, _r=_r: x.scatter_reduce(1, i, s, _r),
-       (_X34, np.array([[0, 0], [1, 2], [3, 3]]), _s))
+sp(
+    "index_add_repeated",
+    "index_add",
+    lambda x, i, s: x.index_add(0, i, s),
+    lambda x, i, s: x.index_add(0, i, s),
+    (_X34, idx(1, 1, 0), np.ones((3, 4)) * a(1, 2, 3, 4)),
+)
+sp(
+    "scatter_repeated",
+    "scatter",
+    lambda x, i, s: x.scatter(1, i, s),
+    lambda x, i, s: x.scatter(1, i, s),
+    (_X34, np.array([[0, 0], [1, 2], [3, 3]]), np.array([[1.0, 1], [2, 3], [4, 4]])),
+)
+sp(
+    "scatter_add_repeated",
+    "scatter",
+    lambda x, i, s: x.scatter_add(1, i, s),
+    lambda x, i, s: x.scatter_add(1, i, s),
+    (_X34, np.array([[0, 0], [1, 2], [3, 3]]), np.array([[1.0, 1], [2, 3], [4, 4]])),
+)
+for _r, _s in (
+    ("amax", np.array([[-5.0, 9], [-1, 3], [6, 6]])),
+    ("amin", np.array([[-5.0, -9], [-1, 3], [6, 6]])),
+    ("prod", np.array([[0.0, 2], [0, 3], [0, 0]])),
+):
+    sp(
+        f"scatter_reduce_{_r}",
+        "scatter",
+        lambda x, i, s, _r=_r: x.scatter_reduce(1, i, s, _r),
+        lambda x, i, s, _r=_r: x.scatter_reduce(1, i, s, _r),
+        (_X34, np.array([[0, 0], [1, 2], [3, 3]]), _s),
+    )
 # torch's scatter(reduce="multiply") has no derivative (it raises); lazyflow differentiates it as the same product
 # scatter_reduce(..., "prod") computes (tests/test_torch_differences.py)
-sp("scatter_multiply", "scatter", lambda x, i, s: x.scatter(1, i, s, reduce="multiply"),
-   lambda x, i, s: x.scatter_reduce(1, i, s, "prod"), (_X34, np.array([[0, 0], [1, 2], [3, 3]]),
-                                                      np.array([[0.0, 2], [0, 3], [0, 0]])))
-sp("setitem_repeated", "setitem", lambda x, i, v: _setitem(x, i, v), lambda x, i, v: _setitem(x, i, v),
-   (_X34, idx(1, 1, 0), np.array([[1.0] * 4, [2] * 4, [3] * 4])))
-sp("masked_fill_tensor", "masked_fill", lambda x, m, v: x.masked_fill(m, v), lambda x, m, v: x.masked_fill(m, v),
-   (_X34, _X34 > 0, np.array(INF)))
+sp(
+    "scatter_multiply",
+    "scatter",
+    lambda x, i, s: x.scatter(1, i, s, reduce="multiply"),
+    lambda x, i, s: x.scatter_reduce(1, i, s, "prod"),
+    (_X34, np.array([[0, 0], [1, 2], [3, 3]]), np.array([[0.0, 2], [0, 3], [0, 0]])),
+)
+sp(
+    "setitem_repeated",
+    "setitem",
+    lambda x, i, v: _setitem(x, i, v),
+    lambda x, i, v: _setitem(x, i, v),
+    (_X34, idx(1, 1, 0), np.array([[1.0] * 4, [2] * 4, [3] * 4])),
+)
+sp(
+    "masked_fill_tensor",
+    "masked_fill",
+    lambda x, m, v: x.masked_fill(m, v),
+    lambda x, m, v: x.masked_fill(m, v),
+    (_X34, _X34 > 0, np.array(INF)),
+)
 
 
 def _setitem(x, i, v):
@@ -319,35 +490,104 @@ _POOL_X = np.array([[[[1.0, 1, 2, 2], [1, 1, 2, 2], [0, 3, -1, -1], [3, 0, -1, -
 # one NaN per window: with several, torch's kernel picks the last (tests/test_torch_differences.py)
 _POOL_NAN = np.array([[[[1.0, NAN, 2, 2], [1, 1, 2, INF], [0, 3, -INF, -INF], [3, 0, -INF, -INF]]]])
 sp("max_pool2d_ties", "max_pool", lambda x: F.max_pool2d(x, 2), lambda x: TF.max_pool2d(x, 2), _POOL_X, _POOL_NAN)
-sp("max_pool2d_overlap_ties", "max_pool", lambda x: F.max_pool2d(x, 2, 1), lambda x: TF.max_pool2d(x, 2, 1), _POOL_X,
-   _POOL_NAN)
-sp("max_pool2d_indices_ties", "max_pool_with_indices", lambda x: F.max_pool2d(x, 2, 1, return_indices=True),
-   lambda x: TF.max_pool2d(x, 2, 1, return_indices=True), _POOL_X, _POOL_NAN)
-sp("max_pool2d_dilated_ties", "max_pool", lambda x: F.max_pool2d(x, 2, 1, dilation=2),
-   lambda x: TF.max_pool2d(x, 2, 1, dilation=2), _POOL_X, _POOL_NAN)
+sp(
+    "max_pool2d_overlap_ties",
+    "max_pool",
+    lambda x: F.max_pool2d(x, 2, 1),
+    lambda x: TF.max_pool2d(x, 2, 1),
+    _POOL_X,
+    _POOL_NAN,
+)
+sp(
+    "max_pool2d_indices_ties",
+    "max_pool_with_indices",
+    lambda x: F.max_pool2d(x, 2, 1, return_indices=True),
+    lambda x: TF.max_pool2d(x, 2, 1, return_indices=True),
+    _POOL_X,
+    _POOL_NAN,
+)
+sp(
+    "max_pool2d_dilated_ties",
+    "max_pool",
+    lambda x: F.max_pool2d(x, 2, 1, dilation=2),
+    lambda x: TF.max_pool2d(x, 2, 1, dilation=2),
+    _POOL_X,
+    _POOL_NAN,
+)
 _CONST_BATCH = np.stack([np.full((3, 4), 2.0), np.full((3, 4), -1.0)])
-sp("layer_norm_constant", "layer_norm", lambda x, w, b: F.layer_norm(x, (4,), w, b),
-   lambda x, w, b: TF.layer_norm(x, (4,), w, b), (_CONST_BATCH, a(1, 2, 3, 4), a(0, 1, 0, 1)))
-sp("group_norm_constant", "group_norm", lambda x, w, b: F.group_norm(x, 1, w, b),
-   lambda x, w, b: TF.group_norm(x, 1, w, b), (_CONST_BATCH, a(1, 2, 3), a(0, 1, 0)))
-sp("batch_norm_constant", "batch_norm", lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
-   lambda x, w, b: TF.batch_norm(x, None, None, w, b, training=True), (_CONST_BATCH, a(1, 2, 3), a(0, 1, 0)))
-sp("rms_norm_zero", "rms_norm", lambda x, w: F.rms_norm(x, (4,), w), lambda x, w: TF.rms_norm(x, (4,), w),
-   (np.zeros((2, 3, 4)), a(1, 2, 3, 4)))
+sp(
+    "layer_norm_constant",
+    "layer_norm",
+    lambda x, w, b: F.layer_norm(x, (4,), w, b),
+    lambda x, w, b: TF.layer_norm(x, (4,), w, b),
+    (_CONST_BATCH, a(1, 2, 3, 4), a(0, 1, 0, 1)),
+)
+sp(
+    "group_norm_constant",
+    "group_norm",
+    lambda x, w, b: F.group_norm(x, 1, w, b),
+    lambda x, w, b: TF.group_norm(x, 1, w, b),
+    (_CONST_BATCH, a(1, 2, 3), a(0, 1, 0)),
+)
+sp(
+    "batch_norm_constant",
+    "batch_norm",
+    lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+    lambda x, w, b: TF.batch_norm(x, None, None, w, b, training=True),
+    (_CONST_BATCH, a(1, 2, 3), a(0, 1, 0)),
+)
+sp(
+    "rms_norm_zero",
+    "rms_norm",
+    lambda x, w: F.rms_norm(x, (4,), w),
+    lambda x, w: TF.rms_norm(x, (4,), w),
+    (np.zeros((2, 3, 4)), a(1, 2, 3, 4)),
+)
 _MASK = np.array([[True, True, False], [False, False, False]])
-sp("sdpa_fully_masked_row", "attention",
-   lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
-   lambda q, k, v, m: TF.scaled_dot_product_attention(q, k, v, attn_mask=m),
-   (np.linspace(-1, 1, 8).reshape(2, 4), np.linspace(1, -1, 12).reshape(3, 4), np.linspace(0, 2, 12).reshape(3, 4),
-    _MASK), rtol=1e-10, atol=1e-12)
-sp("embedding_repeated_padding", "embedding", lambda w, i: F.embedding(i, w, padding_idx=1),
-   lambda w, i: TF.embedding(i, w, padding_idx=1), (_X34, idx(0, 1, 1, 2, 0)))
-sp("embedding_scale_grad_by_freq", "embedding", lambda w, i: F.embedding(i, w, scale_grad_by_freq=True),
-   lambda w, i: TF.embedding(i, w, scale_grad_by_freq=True), (_X34, idx(0, 1, 1, 2, 0)))
-sp("nll_loss_all_ignored", "nll_loss", lambda x, t: F.nll_loss(x, t, ignore_index=1),
-   lambda x, t: TF.nll_loss(x, t, ignore_index=1), (_X34, idx(1, 1, 1)), (_X34, idx(1, 0, 1)))
-sp("cross_entropy_all_ignored", ("log_softmax", "nll_loss"), lambda x, t: F.cross_entropy(x, t, ignore_index=1),
-   lambda x, t: TF.cross_entropy(x, t, ignore_index=1), (_X34, idx(1, 1, 1)), (_X34, idx(1, 0, 1)))
+sp(
+    "sdpa_fully_masked_row",
+    "attention",
+    lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+    lambda q, k, v, m: TF.scaled_dot_product_attention(q, k, v, attn_mask=m),
+    (
+        np.linspace(-1, 1, 8).reshape(2, 4),
+        np.linspace(1, -1, 12).reshape(3, 4),
+        np.linspace(0, 2, 12).reshape(3, 4),
+        _MASK,
+    ),
+    rtol=1e-10,
+    atol=1e-12,
+)
+sp(
+    "embedding_repeated_padding",
+    "embedding",
+    lambda w, i: F.embedding(i, w, padding_idx=1),
+    lambda w, i: TF.embedding(i, w, padding_idx=1),
+    (_X34, idx(0, 1, 1, 2, 0)),
+)
+sp(
+    "embedding_scale_grad_by_freq",
+    "embedding",
+    lambda w, i: F.embedding(i, w, scale_grad_by_freq=True),
+    lambda w, i: TF.embedding(i, w, scale_grad_by_freq=True),
+    (_X34, idx(0, 1, 1, 2, 0)),
+)
+sp(
+    "nll_loss_all_ignored",
+    "nll_loss",
+    lambda x, t: F.nll_loss(x, t, ignore_index=1),
+    lambda x, t: TF.nll_loss(x, t, ignore_index=1),
+    (_X34, idx(1, 1, 1)),
+    (_X34, idx(1, 0, 1)),
+)
+sp(
+    "cross_entropy_all_ignored",
+    ("log_softmax", "nll_loss"),
+    lambda x, t: F.cross_entropy(x, t, ignore_index=1),
+    lambda x, t: TF.cross_entropy(x, t, ignore_index=1),
+    (_X34, idx(1, 1, 1)),
+    (_X34, idx(1, 0, 1)),
+)
 
 # ---------------------------------------------------------------- which primitives need no points
 # A primitive without a record here must say why. Linear and multilinear maps have a gradient that is the same
@@ -355,10 +595,42 @@ sp("cross_entropy_all_ignored", ("log_softmax", "nll_loss"), lambda x, t: F.cros
 # random.
 _LINEAR = "linear in each differentiable operand: the gradient is the same linear map at every point"
 EXEMPT = {
-    **{name: _LINEAR for name in (
-        "add", "sub", "mul", "matmul", "einsum", "linear", "outer", "sum", "mean", "cumsum", "reshape", "permute",
-        "expand", "tile", "repeat_interleave", "cat", "stack", "split", "flip", "roll", "pad", "tril", "triu",
-        "diagonal", "copy", "copy_into", "cast", "conv", "conv_transpose", "avg_pool", "adaptive_avg_pool")},
+    **{
+        name: _LINEAR
+        for name in (
+            "add",
+            "sub",
+            "mul",
+            "matmul",
+            "einsum",
+            "linear",
+            "outer",
+            "sum",
+            "mean",
+            "cumsum",
+            "reshape",
+            "permute",
+            "expand",
+            "tile",
+            "repeat_interleave",
+            "cat",
+            "stack",
+            "split",
+            "flip",
+            "roll",
+            "pad",
+            "tril",
+            "triu",
+            "diagonal",
+            "copy",
+            "copy_into",
+            "cast",
+            "conv",
+            "conv_transpose",
+            "avg_pool",
+            "adaptive_avg_pool",
+        )
+    },
     "dropout": "random: the gradient is the drawn mask scaled by 1/(1-p), the same linear map at every point",
 }
 
@@ -378,15 +650,13 @@ def _as_tuple(x):
 
 
 def _torch_expected(rec: SP, point):
-    ts = [torch.tensor(v, dtype=torch.float64, requires_grad=True) if _is_diff(v) else torch.tensor(v)
-          for v in point]
+    ts = [torch.tensor(v, dtype=torch.float64, requires_grad=True) if _is_diff(v) else torch.tensor(v) for v in point]
     outs = _as_tuple(rec.th(*ts))
     fo = [k for k, o in enumerate(outs) if o.is_floating_point()]
     roots = [(outs[k], torch.tensor(_cotangent(tuple(outs[k].shape)))) for k in fo if outs[k].requires_grad]
     diff = [i for i, v in enumerate(point) if _is_diff(v)]
     if roots:
-        gs = torch.autograd.grad([r for r, _ in roots], [ts[i] for i in diff], [c for _, c in roots],
-                                 allow_unused=True)
+        gs = torch.autograd.grad([r for r, _ in roots], [ts[i] for i in diff], [c for _, c in roots], allow_unused=True)
     else:  # torch: no gradient flows at all (e.g. floor_divide's output is not differentiable)
         gs = [None] * len(diff)
     grads = [np.zeros(point[i].shape) if g is None else g.numpy() for i, g in zip(diff, gs)]
@@ -448,14 +718,21 @@ def _check(rec: SP, mode: str, k: int, point, expected):
     for o, w in zip(outs, want_outs):
         got = np.asarray(o)
         if w.dtype.kind == "f":
-            np.testing.assert_allclose(got, w, rtol=rec.rtol, atol=rec.atol, equal_nan=True,
-                                       err_msg=f"{where}: forward value")
+            np.testing.assert_allclose(
+                got, w, rtol=rec.rtol, atol=rec.atol, equal_nan=True, err_msg=f"{where}: forward value"
+            )
         else:
             np.testing.assert_array_equal(got, w, err_msg=f"{where}: forward value")
     for i, g, w in zip(diff, grads, want_grads):
         got = np.zeros(w.shape) if g is None else np.asarray(g)
-        np.testing.assert_allclose(got, w, rtol=rec.rtol, atol=rec.atol, equal_nan=True,
-                                   err_msg=f"{where}: gradient of input {i} (torch's is the desired value)")
+        np.testing.assert_allclose(
+            got,
+            w,
+            rtol=rec.rtol,
+            atol=rec.atol,
+            equal_nan=True,
+            err_msg=f"{where}: gradient of input {i} (torch's is the desired value)",
+        )
 
 
 _EXPECTED: dict = {}
@@ -538,7 +815,7 @@ def _kink_model(lib):
     nn = lf.nn if lib is lf else torch.nn
     model = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 2))
     values = [[[1.0, -1], [0, 0], [2, -1]], [0.0, 0, -1], [[1.0, 1, 1], [0, 0, 0]], [0.0, 0]]
-    with (lf.no_grad() if lib is lf else torch.no_grad()):
+    with lf.no_grad() if lib is lf else torch.no_grad():
         for p, v in zip(model.parameters(), values):
             p.copy_(lib.tensor(v))
     return model

@@ -25,8 +25,9 @@ def _same(a, b, where=""):
         assert isinstance(a, lf.Tensor), f"{where}: got {type(a).__name__}"
         assert _name(a.dtype) == _name(b.dtype), f"{where}: dtype {a.dtype} vs {b.dtype}"
         assert a.shape == tuple(b.shape), f"{where}: shape {a.shape} vs {tuple(b.shape)}"
-        np.testing.assert_allclose(np.asarray(a.to(lf.float64)), b.to(torch.float64).numpy(), rtol=1e-6,
-                                   atol=1e-7, err_msg=where)
+        np.testing.assert_allclose(
+            np.asarray(a.to(lf.float64)), b.to(torch.float64).numpy(), rtol=1e-6, atol=1e-7, err_msg=where
+        )
     elif isinstance(b, torch.Size):
         assert a == tuple(b), where
     elif isinstance(b, (tuple, list)):
@@ -44,18 +45,51 @@ def _both(expr):
 
 
 CREATION = [
-    "m.tensor([1, 2, 3])", "m.tensor([1.0, 2])", "m.tensor(3.5)", "m.tensor(True)", "m.tensor([[True], [False]])",
-    "m.tensor([1, 2], dtype=m.float64)", "m.tensor([1.5, 2], dtype=m.float16)", "m.tensor([1.5, 2], dtype=m.bfloat16)",
-    "m.tensor([1, -2], dtype=m.int8)", "m.tensor([1, 200], dtype=m.uint8)", "m.tensor([])", "m.tensor(np.float64(2))",
-    "m.tensor(np.arange(3, dtype=np.int32))", "m.tensor([np.float32(1), 2])", "m.tensor([[1, 2], [3, 4]]).T",
-    "m.zeros(2, 3)", "m.zeros((2, 3))", "m.zeros([2])", "m.zeros(0, 3)", "m.ones(2, dtype=m.int16)", "m.ones(())",
-    "m.full((2, 2), 7)", "m.full((2,), 1.5)", "m.full((2,), True)", "m.full([1, 2], 3, dtype=m.float64)",
-    "m.empty(2, 3).shape", "m.arange(5)", "m.arange(1, 4, 0.5)", "m.arange(0, 1, 0.25, dtype=m.float64)",
-    "m.arange(10, 0, -3)", "m.arange(5.0)", "m.arange(m.tensor(3))", "m.linspace(0, 1, 5)", "m.linspace(0, 1, 1)",
-    "m.linspace(-1, 1, 4, dtype=m.float64)", "m.eye(3)", "m.eye(2, 3, dtype=m.int64)",
-    "m.zeros_like(m.ones(2, dtype=m.int32))", "m.ones_like(m.ones(2), dtype=m.bool)", "m.full_like(m.ones(2), 3)",
-    "m.full_like(m.ones(2, dtype=m.int64), 2.7)", "m.empty_like(m.ones(2, 2)).shape",
-    "m.from_numpy(np.arange(3))", "m.from_numpy(np.ones(2, np.float32))", "m.as_tensor([1, 2])",
+    "m.tensor([1, 2, 3])",
+    "m.tensor([1.0, 2])",
+    "m.tensor(3.5)",
+    "m.tensor(True)",
+    "m.tensor([[True], [False]])",
+    "m.tensor([1, 2], dtype=m.float64)",
+    "m.tensor([1.5, 2], dtype=m.float16)",
+    "m.tensor([1.5, 2], dtype=m.bfloat16)",
+    "m.tensor([1, -2], dtype=m.int8)",
+    "m.tensor([1, 200], dtype=m.uint8)",
+    "m.tensor([])",
+    "m.tensor(np.float64(2))",
+    "m.tensor(np.arange(3, dtype=np.int32))",
+    "m.tensor([np.float32(1), 2])",
+    "m.tensor([[1, 2], [3, 4]]).T",
+    "m.zeros(2, 3)",
+    "m.zeros((2, 3))",
+    "m.zeros([2])",
+    "m.zeros(0, 3)",
+    "m.ones(2, dtype=m.int16)",
+    "m.ones(())",
+    "m.full((2, 2), 7)",
+    "m.full((2,), 1.5)",
+    "m.full((2,), True)",
+    "m.full([1, 2], 3, dtype=m.float64)",
+    "m.empty(2, 3).shape",
+    "m.arange(5)",
+    "m.arange(1, 4, 0.5)",
+    "m.arange(0, 1, 0.25, dtype=m.float64)",
+    "m.arange(10, 0, -3)",
+    "m.arange(5.0)",
+    "m.arange(m.tensor(3))",
+    "m.linspace(0, 1, 5)",
+    "m.linspace(0, 1, 1)",
+    "m.linspace(-1, 1, 4, dtype=m.float64)",
+    "m.eye(3)",
+    "m.eye(2, 3, dtype=m.int64)",
+    "m.zeros_like(m.ones(2, dtype=m.int32))",
+    "m.ones_like(m.ones(2), dtype=m.bool)",
+    "m.full_like(m.ones(2), 3)",
+    "m.full_like(m.ones(2, dtype=m.int64), 2.7)",
+    "m.empty_like(m.ones(2, 2)).shape",
+    "m.from_numpy(np.arange(3))",
+    "m.from_numpy(np.ones(2, np.float32))",
+    "m.as_tensor([1, 2])",
     "m.as_tensor(np.ones(2), dtype=m.float32)",
 ]
 
@@ -91,15 +125,57 @@ def test_from_numpy_copies_so_later_numpy_writes_do_not_leak():
 
 
 ATTRS = [
-    "x.shape", "x.ndim", "x.dim()", "x.size()", "x.size(1)", "x.size(-1)", "x.numel()", "x.dtype",
-    "x.is_floating_point()", "x.requires_grad", "x.is_leaf", "x.grad", "len(x)", "x.tolist()", "x[0, 1].item()",
-    "[r.tolist() for r in x]", "x.element_size()", "x.T", "x.mT", "x.t()", "x.is_contiguous()",
-    "x.contiguous()", "x.clone()", "x.detach()", "x.to(m.int32)", "x.to(m.float64)", "x.to('cpu')",
-    "x.to('cpu', m.float16)", "x.to(dtype=m.int64)", "x.to(m.ones(1, dtype=m.float64))", "x.float()", "x.double()",
-    "x.half()", "x.bfloat16()", "x.long()", "x.int()", "x.short()", "x.bool()", "abs(x).byte()",
-    "x.type_as(m.ones(1, dtype=m.int16))", "bool(x[0, 0])", "float(x[1, 1])", "int(x[1, 2])", "int(-x[1, 2])",
-    "x.new_zeros(2)", "x.new_ones((1, 2))", "x.new_full((2,), 3.0)", "x.new_tensor([1, 2])",
-    "x.numpy().tolist()", "np.asarray(x).dtype == np.float32", "np.array(x, dtype=np.float64).dtype == np.float64",
+    "x.shape",
+    "x.ndim",
+    "x.dim()",
+    "x.size()",
+    "x.size(1)",
+    "x.size(-1)",
+    "x.numel()",
+    "x.dtype",
+    "x.is_floating_point()",
+    "x.requires_grad",
+    "x.is_leaf",
+    "x.grad",
+    "len(x)",
+    "x.tolist()",
+    "x[0, 1].item()",
+    "[r.tolist() for r in x]",
+    "x.element_size()",
+    "x.T",
+    "x.mT",
+    "x.t()",
+    "x.is_contiguous()",
+    "x.contiguous()",
+    "x.clone()",
+    "x.detach()",
+    "x.to(m.int32)",
+    "x.to(m.float64)",
+    "x.to('cpu')",
+    "x.to('cpu', m.float16)",
+    "x.to(dtype=m.int64)",
+    "x.to(m.ones(1, dtype=m.float64))",
+    "x.float()",
+    "x.double()",
+    "x.half()",
+    "x.bfloat16()",
+    "x.long()",
+    "x.int()",
+    "x.short()",
+    "x.bool()",
+    "abs(x).byte()",
+    "x.type_as(m.ones(1, dtype=m.int16))",
+    "bool(x[0, 0])",
+    "float(x[1, 1])",
+    "int(x[1, 2])",
+    "int(-x[1, 2])",
+    "x.new_zeros(2)",
+    "x.new_ones((1, 2))",
+    "x.new_full((2,), 3.0)",
+    "x.new_tensor([1, 2])",
+    "x.numpy().tolist()",
+    "np.asarray(x).dtype == np.float32",
+    "np.array(x, dtype=np.float64).dtype == np.float64",
 ]
 
 
@@ -153,16 +229,22 @@ def test_dtype_singletons_aliases_and_properties():
         assert d.is_floating_point == t.is_floating_point and d.itemsize == t.itemsize, n
         assert lf.tensor([1], dtype=d).dtype is d
         assert repr(d) == f"lazyflow.{n}"
-    for alias, target in [("long", "int64"), ("int", "int32"), ("short", "int16"), ("float", "float32"),
-                          ("double", "float64"), ("half", "float16")]:
+    for alias, target in [
+        ("long", "int64"),
+        ("int", "int32"),
+        ("short", "int16"),
+        ("float", "float32"),
+        ("double", "float64"),
+        ("half", "float16"),
+    ]:
         assert getattr(lf, alias) is getattr(lf, target)
     assert lf.bool is lf.bool_ and builtins.bool(1) is True  # the builtin stays reachable
     assert lf.get_default_dtype() is lf.float32
 
 
 def test_64_bit_dtypes_are_honoured_not_downgraded():
-    x = lf.tensor([2 ** 40 + 1])
-    assert x.dtype is lf.int64 and x.item() == 2 ** 40 + 1
+    x = lf.tensor([2**40 + 1])
+    assert x.dtype is lf.int64 and x.item() == 2**40 + 1
     y = lf.tensor([1.0 + 1e-12], dtype=lf.float64)
     assert y.dtype is lf.float64 and y.item() == 1.0 + 1e-12
     assert (lf.ones(2, dtype=lf.float64) * 3).dtype is lf.float64
@@ -190,12 +272,24 @@ def test_devices():
 
 # ---------------------------------------------------------------- printing
 REPRS = [
-    np.array([1.5, 2.25, -3.0], np.float32), np.arange(6, dtype=np.float32).reshape(2, 3), np.array(3.0, np.float32),
-    np.array([1e10, 1.0], np.float32), np.array([1e-5, 1.0], np.float32), np.array([np.nan, 1.5, -np.inf, 0.0]),
-    np.array([123456789.0, 1.0]), np.arange(3000).reshape(10, 300), np.random.default_rng(0).standard_normal((40, 30)),
-    np.random.default_rng(1).standard_normal((3, 4, 5)).astype(np.float32) * 1000, np.array([-1, 100000, 7]),
-    np.array([[True, False], [False, False]]), np.array([True, True]), np.zeros((2, 0, 3), np.float32),
-    np.zeros((0,), np.int64), np.arange(100).astype(np.int8), np.array([-0.0, 1.0]), np.arange(40.0).reshape(2, 20),
+    np.array([1.5, 2.25, -3.0], np.float32),
+    np.arange(6, dtype=np.float32).reshape(2, 3),
+    np.array(3.0, np.float32),
+    np.array([1e10, 1.0], np.float32),
+    np.array([1e-5, 1.0], np.float32),
+    np.array([np.nan, 1.5, -np.inf, 0.0]),
+    np.array([123456789.0, 1.0]),
+    np.arange(3000).reshape(10, 300),
+    np.random.default_rng(0).standard_normal((40, 30)),
+    np.random.default_rng(1).standard_normal((3, 4, 5)).astype(np.float32) * 1000,
+    np.array([-1, 100000, 7]),
+    np.array([[True, False], [False, False]]),
+    np.array([True, True]),
+    np.zeros((2, 0, 3), np.float32),
+    np.zeros((0,), np.int64),
+    np.arange(100).astype(np.int8),
+    np.array([-0.0, 1.0]),
+    np.arange(40.0).reshape(2, 20),
     np.random.default_rng(2).standard_normal((7, 8, 9, 3)).astype(np.float32),
 ]
 
@@ -217,31 +311,116 @@ def test_repr_suffixes():
 
 # ---------------------------------------------------------------- operators, reflected and in-place forms
 X = np.array([[1.5, -2.0, 0.5, 3.0], [-0.5, 2.5, -1.0, 4.0], [0.25, -3.5, 2.0, -4.5]], np.float32)
-I = np.array([[3, -2, 0, 7], [-5, 4, 1, 6], [2, -1, 9, -8]])  # noqa: E741
+I = np.array([[3, -2, 0, 7], [-5, 4, 1, 6], [2, -1, 9, -8]])
 
 STATEMENTS = [
-    "r = a + b", "r = a - 1", "r = a * b", "r = a / b", "r = a // b", "r = a % b", "r = a ** 2", "r = a @ b.T",
-    "r = b @ a.T", "r = -a", "r = +a", "r = abs(a)", "r = 2 - a", "r = 2 / a", "r = 2 ** a", "r = 7 // a",
-    "r = 7 % a", "r = 3 * a", "r = 1 + a", "r = a > b", "r = 1 < a", "r = a == 0.5", "r = a != b", "r = a >= 0",
-    "r = (a > 0) & (a < 3)", "r = (a > 0) | True", "r = ~(a > 0)", "r = (a > 0) ^ (a < 2)", "r = i & 3",
-    "r = ~i", "r = i | 8", "r = i ^ i", "r = i >> 1", "r = i << 2", "r = 3 & i", "r = i / 2", "r = i // 2",
-    "r = i % 3", "r = i ** 2", "r = i ** 0.5", "r = i * 1.5", "r = i + True", "r = (a > 0) + (a > 1)",
-    "r = (a > 0) * 2", "r = m.tensor(5) + b", "r = m.tensor(5.0, dtype=m.float64) + b",
-    "r = m.tensor([5.0], dtype=m.float64) + b", "r = i + m.tensor(2.5)", "r = i.to(m.int8) + m.tensor(300)",
-    "r = i.to(m.int16) * 2.5", "r = a.pow(b)", "r = m.pow(2, a)", "r = a.where(a > 0, b)",
+    "r = a + b",
+    "r = a - 1",
+    "r = a * b",
+    "r = a / b",
+    "r = a // b",
+    "r = a % b",
+    "r = a ** 2",
+    "r = a @ b.T",
+    "r = b @ a.T",
+    "r = -a",
+    "r = +a",
+    "r = abs(a)",
+    "r = 2 - a",
+    "r = 2 / a",
+    "r = 2 ** a",
+    "r = 7 // a",
+    "r = 7 % a",
+    "r = 3 * a",
+    "r = 1 + a",
+    "r = a > b",
+    "r = 1 < a",
+    "r = a == 0.5",
+    "r = a != b",
+    "r = a >= 0",
+    "r = (a > 0) & (a < 3)",
+    "r = (a > 0) | True",
+    "r = ~(a > 0)",
+    "r = (a > 0) ^ (a < 2)",
+    "r = i & 3",
+    "r = ~i",
+    "r = i | 8",
+    "r = i ^ i",
+    "r = i >> 1",
+    "r = i << 2",
+    "r = 3 & i",
+    "r = i / 2",
+    "r = i // 2",
+    "r = i % 3",
+    "r = i ** 2",
+    "r = i ** 0.5",
+    "r = i * 1.5",
+    "r = i + True",
+    "r = (a > 0) + (a > 1)",
+    "r = (a > 0) * 2",
+    "r = m.tensor(5) + b",
+    "r = m.tensor(5.0, dtype=m.float64) + b",
+    "r = m.tensor([5.0], dtype=m.float64) + b",
+    "r = i + m.tensor(2.5)",
+    "r = i.to(m.int8) + m.tensor(300)",
+    "r = i.to(m.int16) * 2.5",
+    "r = a.pow(b)",
+    "r = m.pow(2, a)",
+    "r = a.where(a > 0, b)",
     "r = a.float_power(2) if False else a.square()",
 ]
 INPLACE = [
-    "a.add_(b)", "a.add_(b, alpha=2)", "a.sub_(1)", "a.sub_(b, alpha=0.5)", "a.mul_(b)", "a.div_(2)",
-    "a.div_(b, rounding_mode='floor')", "a.div_(b, rounding_mode='trunc')", "a.zero_()", "a.fill_(3)",
-    "a.fill_(m.tensor(2.0))", "a.copy_(b)", "a.copy_(i)", "a.clamp_(-1, 1)", "a.clamp_(min=0)",
-    "a.clamp_(max=m.tensor(0.5))", "a.masked_fill_(a > 0, 9)", "a.index_add_(0, m.tensor([0, 2, 0]), m.ones(3, 4))",
-    "a.index_add_(1, m.tensor([1, 1]), m.ones(3, 2), alpha=3)", "a.relu_()", "a.exp_()", "a.neg_()", "a.sigmoid_()",
-    "a.abs_()", "a.sqrt_()", "a.pow_(2)", "a.floor_()", "a.round_()", "a.tanh_()", "a.lerp_(b, 0.5)",
-    "a.addcmul_(a, b, value=2)", "a.addcdiv_(a, b + 10, value=0.5)", "a.scatter_(1, m.tensor([[0], [1], [2]]), 7.0)",
-    "a.scatter_add_(1, m.tensor([[0, 0]] * 3), m.ones(3, 2))", "i.bitwise_and_(6)", "i.remainder_(4)",
-    "a += 1", "a -= b", "a *= 2", "a /= 4", "a **= 2", "a //= 3", "a %= 3", "a += i", "i += 1", "i //= 2",
-    "i &= 5", "i |= 8", "i ^= 3", "i <<= 1", "i >>= 1",
+    "a.add_(b)",
+    "a.add_(b, alpha=2)",
+    "a.sub_(1)",
+    "a.sub_(b, alpha=0.5)",
+    "a.mul_(b)",
+    "a.div_(2)",
+    "a.div_(b, rounding_mode='floor')",
+    "a.div_(b, rounding_mode='trunc')",
+    "a.zero_()",
+    "a.fill_(3)",
+    "a.fill_(m.tensor(2.0))",
+    "a.copy_(b)",
+    "a.copy_(i)",
+    "a.clamp_(-1, 1)",
+    "a.clamp_(min=0)",
+    "a.clamp_(max=m.tensor(0.5))",
+    "a.masked_fill_(a > 0, 9)",
+    "a.index_add_(0, m.tensor([0, 2, 0]), m.ones(3, 4))",
+    "a.index_add_(1, m.tensor([1, 1]), m.ones(3, 2), alpha=3)",
+    "a.relu_()",
+    "a.exp_()",
+    "a.neg_()",
+    "a.sigmoid_()",
+    "a.abs_()",
+    "a.sqrt_()",
+    "a.pow_(2)",
+    "a.floor_()",
+    "a.round_()",
+    "a.tanh_()",
+    "a.lerp_(b, 0.5)",
+    "a.addcmul_(a, b, value=2)",
+    "a.addcdiv_(a, b + 10, value=0.5)",
+    "a.scatter_(1, m.tensor([[0], [1], [2]]), 7.0)",
+    "a.scatter_add_(1, m.tensor([[0, 0]] * 3), m.ones(3, 2))",
+    "i.bitwise_and_(6)",
+    "i.remainder_(4)",
+    "a += 1",
+    "a -= b",
+    "a *= 2",
+    "a /= 4",
+    "a **= 2",
+    "a //= 3",
+    "a %= 3",
+    "a += i",
+    "i += 1",
+    "i //= 2",
+    "i &= 5",
+    "i |= 8",
+    "i ^= 3",
+    "i <<= 1",
+    "i >>= 1",
 ]
 
 
@@ -287,28 +466,55 @@ def test_inplace_errors_like_torch():
 
 
 def test_issue_method_and_function_names_exist():
-    ops = ("abs exp log log1p expm1 sqrt rsqrt pow sin cos tanh sigmoid relu gelu silu softplus erf sign floor "
-           "ceil round clamp maximum minimum where matmul mm bmm sum mean prod max min amax amin argmax argmin var "
-           "std logsumexp norm all any cumsum softmax log_softmax reshape view flatten unflatten squeeze unsqueeze "
-           "permute transpose t expand expand_as broadcast_to repeat tile split chunk unbind flip roll gather "
-           "scatter scatter_add index_select masked_fill sort argsort topk tril triu logical_and logical_or "
-           "logical_not add sub mul div floor_divide remainder neg eq ne lt le gt ge").split()
+    ops = (
+        "abs exp log log1p expm1 sqrt rsqrt pow sin cos tanh sigmoid relu gelu silu softplus erf sign floor "
+        "ceil round clamp maximum minimum where matmul mm bmm sum mean prod max min amax amin argmax argmin var "
+        "std logsumexp norm all any cumsum softmax log_softmax reshape view flatten unflatten squeeze unsqueeze "
+        "permute transpose t expand expand_as broadcast_to repeat tile split chunk unbind flip roll gather "
+        "scatter scatter_add index_select masked_fill sort argsort topk tril triu logical_and logical_or "
+        "logical_not add sub mul div floor_divide remainder neg eq ne lt le gt ge"
+    ).split()
     for n in ops:
         assert callable(getattr(lf, n)), n
         assert callable(getattr(lf.Tensor, n)), n
-    for n in ("einsum", "cat", "stack", "one_hot", "pad", "rand", "randn", "randint", "randperm", "multinomial",
-              "bernoulli", "normal", "manual_seed"):
+    for n in (
+        "einsum",
+        "cat",
+        "stack",
+        "one_hot",
+        "pad",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "multinomial",
+        "bernoulli",
+        "normal",
+        "manual_seed",
+    ):
         assert callable(getattr(lf, n)), n
-    for n in ("add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ masked_fill_ index_add_ uniform_ normal_ bernoulli_ "
-              "detach clone to float double half bfloat16 long int bool type_as contiguous requires_grad_ "
-              "retain_grad numpy tolist item size numel dim jax").split():
+    for n in (
+        "add_ sub_ mul_ div_ zero_ fill_ copy_ clamp_ masked_fill_ index_add_ uniform_ normal_ bernoulli_ "
+        "detach clone to float double half bfloat16 long int bool type_as contiguous requires_grad_ "
+        "retain_grad numpy tolist item size numel dim jax"
+    ).split():
         assert callable(getattr(lf.Tensor, n)), n
     assert lf.Tensor.mT is not None and isinstance(lf.Tensor.__dict__["shape"], property)
 
 
 def test_reductions_on_0d_accept_dim_0_like_torch():
-    for expr in ("x.sum(0)", "x.max(0)", "x.softmax(0)", "x.cumsum(-1)", "x.argmax(0)", "x.sort(0)", "x.topk(1)",
-                 "x.mean(-1, keepdim=True)", "x.all(())", "x.amax(0)"):
+    for expr in (
+        "x.sum(0)",
+        "x.max(0)",
+        "x.softmax(0)",
+        "x.cumsum(-1)",
+        "x.argmax(0)",
+        "x.sort(0)",
+        "x.topk(1)",
+        "x.mean(-1, keepdim=True)",
+        "x.all(())",
+        "x.amax(0)",
+    ):
         a = eval(expr, {"x": lf.tensor(2.5)})
         b = eval(expr, {"x": torch.tensor(2.5)})
         _same(tuple(a) if isinstance(a, tuple) else a, tuple(b) if isinstance(b, tuple) else b, expr)

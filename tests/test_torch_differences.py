@@ -80,8 +80,8 @@ def test_half_powers_follow_ieee_pow_at_negative_zero_and_minus_infinity(exponen
     give NaN at -inf; lazyflow's ``pow`` is IEEE ``pow`` for every exponent (+0.0 / +inf there, and the
     gradient to match). ``lf.sqrt``/``lf.rsqrt`` themselves agree with torch at these points."""
     x = [-0.0, -INF, 4.0]
-    want_out, (want,) = _grads("torch", lambda a: a ** exponent, x)
-    got_out, (got,) = _grads("lf", lambda a: a ** exponent, x)
+    want_out, (want,) = _grads("torch", lambda a: a**exponent, x)
+    got_out, (got,) = _grads("lf", lambda a: a**exponent, x)
     ieee = [0.0, INF, 2.0] if exponent > 0 else [INF, 0.0, 0.5]  # C99 pow(+-0, y), pow(-inf, y) for y = +-0.5
     np.testing.assert_array_equal(got_out, ieee)
     np.testing.assert_array_equal(np.signbit(got_out[:2]), [False, False])

@@ -26,31 +26,69 @@ def _same(ours, theirs, where, values=True):
     assert _name(ours.dtype) == _name(theirs.dtype), f"{where}: {ours.dtype} vs {theirs.dtype}"
     assert ours.shape == tuple(theirs.shape), f"{where}: {ours.shape} vs {tuple(theirs.shape)}"
     if values:
-        np.testing.assert_array_equal(np.asarray(ours.detach().to(lf.float64)), theirs.double().numpy(),
-                                      err_msg=where)
+        np.testing.assert_array_equal(np.asarray(ours.detach().to(lf.float64)), theirs.double().numpy(), err_msg=where)
 
 
 # ---------------------------------------------------------------- legacy constructors
 LEGACY_DATA = [
-    "m.Tensor()", "m.Tensor([1, 2])", "m.Tensor([[1, 2], [3, 4]])", "m.Tensor([True, False])", "m.Tensor((2, 3))",
-    "m.Tensor([])", "m.Tensor(())", "m.Tensor(np.array([1, 2]))", "m.Tensor(np.array([1.5, 2.0]))",
-    "m.Tensor(np.array(3.0))", "m.Tensor(m.tensor([1, 2]))", "m.Tensor(m.tensor([1.0, 2.0], dtype=m.float64))",
-    "m.Tensor(data=[1, 2])", "m.Tensor([1], device='cpu')", "m.Tensor(0)",
-    "m.FloatTensor([1, 2])", "m.DoubleTensor([1, 2])", "m.HalfTensor([1.5, 2])", "m.BFloat16Tensor([1.5, 2])",
-    "m.LongTensor([1.7, -2.7])", "m.LongTensor(np.array([1.7, -2.2]))", "m.IntTensor([1.5, -3])",
-    "m.ShortTensor([7, -7])", "m.CharTensor([1, -2])", "m.ByteTensor([1.5, 200])", "m.BoolTensor([1, 0, 2])",
-    "m.BoolTensor([0.5, 0.0])", "m.DoubleTensor()", "m.LongTensor((2, 3))", "m.FloatTensor(m.tensor([1.0, 2.0]))",
+    "m.Tensor()",
+    "m.Tensor([1, 2])",
+    "m.Tensor([[1, 2], [3, 4]])",
+    "m.Tensor([True, False])",
+    "m.Tensor((2, 3))",
+    "m.Tensor([])",
+    "m.Tensor(())",
+    "m.Tensor(np.array([1, 2]))",
+    "m.Tensor(np.array([1.5, 2.0]))",
+    "m.Tensor(np.array(3.0))",
+    "m.Tensor(m.tensor([1, 2]))",
+    "m.Tensor(m.tensor([1.0, 2.0], dtype=m.float64))",
+    "m.Tensor(data=[1, 2])",
+    "m.Tensor([1], device='cpu')",
+    "m.Tensor(0)",
+    "m.FloatTensor([1, 2])",
+    "m.DoubleTensor([1, 2])",
+    "m.HalfTensor([1.5, 2])",
+    "m.BFloat16Tensor([1.5, 2])",
+    "m.LongTensor([1.7, -2.7])",
+    "m.LongTensor(np.array([1.7, -2.2]))",
+    "m.IntTensor([1.5, -3])",
+    "m.ShortTensor([7, -7])",
+    "m.CharTensor([1, -2])",
+    "m.ByteTensor([1.5, 200])",
+    "m.BoolTensor([1, 0, 2])",
+    "m.BoolTensor([0.5, 0.0])",
+    "m.DoubleTensor()",
+    "m.LongTensor((2, 3))",
+    "m.FloatTensor(m.tensor([1.0, 2.0]))",
     "m.LongTensor(m.tensor([1, 2]))",
 ]
 # sizes: torch's memory is uninitialised (compared by dtype and shape); lazyflow's is zeros
 LEGACY_SIZES = [
-    "m.Tensor(2, 3)", "m.Tensor(2)", "m.Tensor(np.int64(3))", "m.Tensor(size=(2, 3))", "m.Tensor(2, 3, device='cpu')",
-    "m.FloatTensor(2)", "m.LongTensor(3)", "m.LongTensor(2, 3)", "m.BoolTensor(2)", "m.ShortTensor(2)",
-    "m.DoubleTensor(2)", "m.ByteTensor(1, 2)", "m.FloatTensor(size=(2,))", "m.HalfTensor(2, 2)",
+    "m.Tensor(2, 3)",
+    "m.Tensor(2)",
+    "m.Tensor(np.int64(3))",
+    "m.Tensor(size=(2, 3))",
+    "m.Tensor(2, 3, device='cpu')",
+    "m.FloatTensor(2)",
+    "m.LongTensor(3)",
+    "m.LongTensor(2, 3)",
+    "m.BoolTensor(2)",
+    "m.ShortTensor(2)",
+    "m.DoubleTensor(2)",
+    "m.ByteTensor(1, 2)",
+    "m.FloatTensor(size=(2,))",
+    "m.HalfTensor(2, 2)",
 ]
 LEGACY_TYPE_ERRORS = [
-    "m.Tensor(2.5)", "m.Tensor(True)", "m.Tensor(np.float64(2.0))", "m.Tensor(2, 3.0)", "m.Tensor([1, 2], [3])",
-    "m.Tensor([1, 2], dtype=m.float64)", "m.Tensor([1], requires_grad=True)", "m.LongTensor(m.tensor([1.0, 2.0]))",
+    "m.Tensor(2.5)",
+    "m.Tensor(True)",
+    "m.Tensor(np.float64(2.0))",
+    "m.Tensor(2, 3.0)",
+    "m.Tensor([1, 2], [3])",
+    "m.Tensor([1, 2], dtype=m.float64)",
+    "m.Tensor([1], requires_grad=True)",
+    "m.LongTensor(m.tensor([1.0, 2.0]))",
     "m.FloatTensor(m.tensor([1.0], dtype=m.float64))",
 ]
 
@@ -102,8 +140,18 @@ def test_legacy_constructor_follows_the_default_dtype():
             m.set_default_dtype(m.float32)
 
 
-TYPES = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor",
-         "CharTensor", "ByteTensor", "BoolTensor"]
+TYPES = [
+    "FloatTensor",
+    "DoubleTensor",
+    "HalfTensor",
+    "BFloat16Tensor",
+    "LongTensor",
+    "IntTensor",
+    "ShortTensor",
+    "CharTensor",
+    "ByteTensor",
+    "BoolTensor",
+]
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"]
 
 

@@ -35,19 +35,19 @@ SKIPPED_PARAMETERS = {
 }
 SKIPPED_AT = {  # (where, parameter): reason
     ("lazyflow.relu", "inplace"): "torch.relu has no inplace (its docstring is empty, so F.relu's is read); "
-                                  "lf.nn.functional.relu takes inplace= like F.relu",
+    "lf.nn.functional.relu takes inplace= like F.relu",
     ("Tensor.relu", "inplace"): "Tensor.relu has no inplace (relu_ is the in-place form); its docstring is empty, so "
-                                "the reader falls back to F.relu's signature",
+    "the reader falls back to F.relu's signature",
     ("lazyflow.silu", "inplace"): "torch has no top-level silu, so F.silu's signature is read; lf.nn.functional.silu "
-                                  "takes inplace= like F.silu",
+    "takes inplace= like F.silu",
     ("Tensor.view", "dtype"): "view(dtype) bit reinterpretation is not supported: lazyflow accepts the keyword and "
-                              "raises DTypeError naming .to(dtype) (test_view_dtype_raises)",
+    "raises DTypeError naming .to(dtype) (test_view_dtype_raises)",
 }
 SKIPPED_FUNCTIONS = {
     "compile": "lf.compile is lazyflow's own tracer; torch.compile's knobs (name=, isolate_recompiles=, "
-               "shapes_spec=) configure TorchDynamo/Inductor",
+    "shapes_spec=) configure TorchDynamo/Inductor",
     "save": "lazyflow checkpoints are a directory of orbax arrays, not torch's pickle archive: no file object `f`, "
-            "no pickle_module/pickle_protocol",
+    "no pickle_module/pickle_protocol",
     "load": "reads lazyflow's checkpoint directory (see save); no file object `f`, pickle_module or mmap",
 }
 
@@ -70,7 +70,10 @@ ERRATA = {
     ("torch.true_divide", "dividend"): ("input", lambda *a, **k: torch.true_divide(*a, other=2.0, **k), _x()),
     ("torch.true_divide", "divisor"): ("other", lambda *a, **k: torch.true_divide(_x(), *a, **k), 2.0),
     ("torch.tensor_split", "indices_or_sections"): (
-        NOT_A_KEYWORD, lambda *a, **k: torch.tensor_split(_x(), *a, **k), 2),
+        NOT_A_KEYWORD,
+        lambda *a, **k: torch.tensor_split(_x(), *a, **k),
+        2,
+    ),
     ("torch.from_numpy", "ndarray"): (NOT_A_KEYWORD, lambda *a, **k: torch.from_numpy(*a, **k), np.ones(2)),
     ("F.one_hot", "tensor"): ("input", lambda *a, **k: TF.one_hot(*a, num_classes=3, **k), torch.tensor([1])),
     ("Tensor.bmm", "batch2"): ("mat2", lambda *a, **k: torch.ones(1, 2, 2).bmm(*a, **k), torch.ones(1, 2, 2)),
@@ -119,7 +122,7 @@ def _split_top(text: str) -> list[str]:
 def parse_signature(line: str) -> list[tuple[str, str]] | None:
     """``name(a, b=1, *, c=None) -> T`` as ``[(a, "pos"), (b, "pos"), (c, "kw")]`` (``*v``: ``(v, "var")``); None for
     a line that is not a signature (a docstring's example output such as ``tensor([ 0,  1])``)."""
-    body, depth = line[line.index("(") + 1:], 1
+    body, depth = line[line.index("(") + 1 :], 1
     for i, ch in enumerate(body):
         depth += ch in "([{"
         depth -= ch in ")]}"
@@ -161,8 +164,11 @@ def _doc_signatures(obj, name: str) -> list[list[tuple[str, str]]]:
     return sigs
 
 
-_KINDS = {inspect.Parameter.POSITIONAL_ONLY: "posonly", inspect.Parameter.POSITIONAL_OR_KEYWORD: "pos",
-          inspect.Parameter.KEYWORD_ONLY: "kw"}
+_KINDS = {
+    inspect.Parameter.POSITIONAL_ONLY: "posonly",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: "pos",
+    inspect.Parameter.KEYWORD_ONLY: "kw",
+}
 
 
 def torch_signatures(obj, name: str, method: bool) -> list[list[tuple[str, str]]]:
@@ -172,7 +178,7 @@ def torch_signatures(obj, name: str, method: bool) -> list[list[tuple[str, str]]
         sig = inspect.signature(obj)
     except (TypeError, ValueError):
         return _doc_signatures(obj, name)
-    params = list(sig.parameters.values())[1 if method else 0:]
+    params = list(sig.parameters.values())[1 if method else 0 :]
     # a Python varargs list cannot be passed by keyword: nothing to compare for it
     return [[(p.name, _KINDS[p.kind]) for p in params if p.kind in _KINDS]]
 
@@ -223,8 +229,15 @@ def _audit():
             rows.append((f"Tensor.{name}", f"Tensor.{name}", msigs, getattr(lf.Tensor, name), True))
     for name in _public_functions(LF, LF.__all__):
         if hasattr(TF, name):
-            rows.append((f"lazyflow.nn.functional.{name}", f"F.{name}",
-                         torch_signatures(getattr(TF, name), name, False), getattr(LF, name), False))
+            rows.append(
+                (
+                    f"lazyflow.nn.functional.{name}",
+                    f"F.{name}",
+                    torch_signatures(getattr(TF, name), name, False),
+                    getattr(LF, name),
+                    False,
+                )
+            )
     return rows
 
 
@@ -233,7 +246,7 @@ IDS = [row[0] for row in AUDIT]
 
 
 def _ours(fn, method):
-    params = list(inspect.signature(fn).parameters.values())[1 if method else 0:]
+    params = list(inspect.signature(fn).parameters.values())[1 if method else 0 :]
     keywords = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
     assert not any(p.kind == p.VAR_KEYWORD for p in params), "**kwargs would accept any keyword: name them"
@@ -249,8 +262,14 @@ def test_every_torch_parameter_is_a_keyword(row):
     where, source, sigs, fn, method = row
     assert sigs, f"no torch signature found for {source}"
     keywords, _ = _ours(fn, method)
-    missing = sorted({name for sig in _with_errata(source, sigs) for name, kind in sig
-                      if kind != "posonly" and not _skipped(where, name) and name not in keywords})
+    missing = sorted(
+        {
+            name
+            for sig in _with_errata(source, sigs)
+            for name, kind in sig
+            if kind != "posonly" and not _skipped(where, name) and name not in keywords
+        }
+    )
     assert not missing, f"{where} does not take torch's {missing} by keyword ({source}{sigs})"
 
 
@@ -268,10 +287,10 @@ def test_positional_parameters_in_torch_order(row):
             if ours.kind == ours.VAR_POSITIONAL:
                 break  # a varargs list takes this position and everything after it
             # an overloaded torch function shares a position between overloads: lazyflow names it after one of them
-            names_here = {s[i][0] for s in sigs if len(s) > i} | {
-                doc for (w, doc) in ERRATA if w == source}
+            names_here = {s[i][0] for s in sigs if len(s) > i} | {doc for (w, doc) in ERRATA if w == source}
             assert ours.name == name or ours.name in names_here, (
-                f"{where}: position {i} is {ours.name!r} in lazyflow, {name!r} in torch ({source}{sig})")
+                f"{where}: position {i} is {ours.name!r} in lazyflow, {name!r} in torch ({source}{sig})"
+            )
 
 
 @pytest.mark.parametrize("erratum", sorted(ERRATA), ids=[f"{w}:{p}" for w, p in sorted(ERRATA)])
@@ -297,16 +316,29 @@ def test_the_signature_reader_reads_torch():
     """The reader finds what the docstrings say (so that an empty reading cannot pass the tests above)."""
     assert torch_signatures(torch.flip, "flip", False) == [[("input", "pos"), ("dims", "pos")]]
     assert torch_signatures(torch.zeros, "zeros", False)[0][0] == ("size", "var")
-    assert [s[1] for s in torch_signatures(torch.max, "max", False)] == [("out", "kw"), ("dim", "pos"),
-                                                                         ("other", "pos")]
+    assert [s[1] for s in torch_signatures(torch.max, "max", False)] == [
+        ("out", "kw"),
+        ("dim", "pos"),
+        ("other", "pos"),
+    ]
     assert torch_signatures(torch.Tensor.reshape, "reshape", True) == [[("shape", "var")]]
     sdpa = torch_signatures(TF.scaled_dot_product_attention, "scaled_dot_product_attention", False)
-    assert [n for n, _ in sdpa[0]] == ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
-                                       "enable_gqa"]
+    assert [n for n, _ in sdpa[0]] == [
+        "query",
+        "key",
+        "value",
+        "attn_mask",
+        "dropout_p",
+        "is_causal",
+        "scale",
+        "enable_gqa",
+    ]
     assert torch_signatures(torch.tensor, "tensor", False) == [
-        [("data", "pos"), ("dtype", "kw"), ("device", "kw"), ("requires_grad", "kw"), ("pin_memory", "kw")]]
+        [("data", "pos"), ("dtype", "kw"), ("device", "kw"), ("requires_grad", "kw"), ("pin_memory", "kw")]
+    ]
     assert torch_signatures(torch.split, "split", False) == [
-        [("tensor", "pos"), ("split_size_or_sections", "pos"), ("dim", "pos")]]
+        [("tensor", "pos"), ("split_size_or_sections", "pos"), ("dim", "pos")]
+    ]
     assert len(AUDIT) > 300
 
 
@@ -325,28 +357,72 @@ def _inputs(m):
 
 
 TENSOR_CASES = [
-    "m.flip(x, dims=(0,))", "x.flip(dims=[0, 1])", "m.reshape(x, shape=(2, 8))", "x.reshape(shape=(-1,))",
-    "x.view(size=(8, 2))", "m.permute(x, dims=(1, 0))", "x.permute(dims=[1, 0])", "x[:1].expand(size=(3, 4))",
-    "x.repeat(repeats=(1, 2))", "m.tile(x, dims=(2,))", "x.tile(dims=(2, 1))", "m.broadcast_to(v, size=(2, 4))",
-    "v.broadcast_to(size=(3, 4))", "m.concatenate([x, x], axis=1)", "m.concatenate(tensors=[v, v])",
-    "m.dot(v, tensor=v)", "v.dot(tensor=v)", "m.pow(x, exponent=2)", "x.pow(exponent=3)",
-    "m.swapaxes(x, axis0=0, axis1=1)", "x.swapaxes(axis0=1, axis1=0)", "m.swapdims(x, dim0=0, dim1=1)",
-    "m.true_divide(input=x, other=2)", "x.true_divide(other=v)", "x.div(other=v)", "x.mul(other=v)",
-    "x.fmod(other=2.5)", "x.remainder(other=2.5)", "x.floor_divide(other=2.5)", "x.matmul(other=x)",
-    "x.narrow(dim=1, start=1, length=2)", "m.max(x, other=v)", "m.min(input=x, other=v)", "x.max(other=v)",
-    "m.tensor_split(v, sections=3)", "m.tensor_split(x, indices=[1, 3], dim=1)", "v.tensor_split(sections=2)",
-    "m.repeat_interleave(v, 2, output_size=8)", "v.repeat_interleave(repeats=2, dim=0, output_size=8)",
-    "m.repeat_interleave(m.tensor([1, 0, 2]))", "m.take_along_dim(x, m.tensor([0, 5, 15]))",
-    "x.take_along_dim(m.tensor([[0], [1], [2], [3]]), dim=1)", "x.where(x > 0, other=v)",
-    "m.where(condition=x > 0, input=x, other=v)", "x.split(split_size=3)",
+    "m.flip(x, dims=(0,))",
+    "x.flip(dims=[0, 1])",
+    "m.reshape(x, shape=(2, 8))",
+    "x.reshape(shape=(-1,))",
+    "x.view(size=(8, 2))",
+    "m.permute(x, dims=(1, 0))",
+    "x.permute(dims=[1, 0])",
+    "x[:1].expand(size=(3, 4))",
+    "x.repeat(repeats=(1, 2))",
+    "m.tile(x, dims=(2,))",
+    "x.tile(dims=(2, 1))",
+    "m.broadcast_to(v, size=(2, 4))",
+    "v.broadcast_to(size=(3, 4))",
+    "m.concatenate([x, x], axis=1)",
+    "m.concatenate(tensors=[v, v])",
+    "m.dot(v, tensor=v)",
+    "v.dot(tensor=v)",
+    "m.pow(x, exponent=2)",
+    "x.pow(exponent=3)",
+    "m.swapaxes(x, axis0=0, axis1=1)",
+    "x.swapaxes(axis0=1, axis1=0)",
+    "m.swapdims(x, dim0=0, dim1=1)",
+    "m.true_divide(input=x, other=2)",
+    "x.true_divide(other=v)",
+    "x.div(other=v)",
+    "x.mul(other=v)",
+    "x.fmod(other=2.5)",
+    "x.remainder(other=2.5)",
+    "x.floor_divide(other=2.5)",
+    "x.matmul(other=x)",
+    "x.narrow(dim=1, start=1, length=2)",
+    "m.max(x, other=v)",
+    "m.min(input=x, other=v)",
+    "x.max(other=v)",
+    "m.tensor_split(v, sections=3)",
+    "m.tensor_split(x, indices=[1, 3], dim=1)",
+    "v.tensor_split(sections=2)",
+    "m.repeat_interleave(v, 2, output_size=8)",
+    "v.repeat_interleave(repeats=2, dim=0, output_size=8)",
+    "m.repeat_interleave(m.tensor([1, 0, 2]))",
+    "m.take_along_dim(x, m.tensor([0, 5, 15]))",
+    "x.take_along_dim(m.tensor([[0], [1], [2], [3]]), dim=1)",
+    "x.where(x > 0, other=v)",
+    "m.where(condition=x > 0, input=x, other=v)",
+    "x.split(split_size=3)",
     "m.split(tensor=v, split_size_or_sections=2)",
-    "m.zeros(size=(2, 3)) + x.sum()", "m.ones(size=[2]) * x.sum()", "x.new_zeros(size=(2,))",
-    "x.new_ones(size=[1, 2])", "m.arange(end=3)", "m.arange(start=1, end=4)", "m.cumsum(x, dim=0, dtype=m.float64)",
-    "x.cumsum(dim=1, dtype=m.float64)", "x.sum(dim=0, keepdim=True, dtype=m.float64)", "x.round(decimals=1)",
-    "m.clamp(x, min=-1.0, max=2.0)", "m.softmax(x, dim=1, dtype=m.float64)", "m.one_hot(input=m.tensor([1, 0]), "
-    "num_classes=3)", "m.from_numpy(np.ones(2, np.float32))", "m.gather(x, dim=1, index=m.tensor([[0], "
-    "[1], [2], [3]]))", "m.index_select(x, dim=0, index=m.tensor([2, 0]))", "m.unflatten(v, dim=0, sizes=(2, 2))",
+    "m.zeros(size=(2, 3)) + x.sum()",
+    "m.ones(size=[2]) * x.sum()",
+    "x.new_zeros(size=(2,))",
+    "x.new_ones(size=[1, 2])",
+    "m.arange(end=3)",
+    "m.arange(start=1, end=4)",
+    "m.cumsum(x, dim=0, dtype=m.float64)",
+    "x.cumsum(dim=1, dtype=m.float64)",
+    "x.sum(dim=0, keepdim=True, dtype=m.float64)",
+    "x.round(decimals=1)",
+    "m.clamp(x, min=-1.0, max=2.0)",
+    "m.softmax(x, dim=1, dtype=m.float64)",
+    "m.one_hot(input=m.tensor([1, 0]), num_classes=3)",
+    "m.from_numpy(np.ones(2, np.float32))",
+    "m.gather(x, dim=1, index=m.tensor([[0], [1], [2], [3]]))",
+    "m.index_select(x, dim=0, index=m.tensor([2, 0]))",
+    "m.unflatten(v, dim=0, sizes=(2, 2))",
 ]
+
+
 def _torch_expr(expr: str) -> str:
     return expr.replace("m.one_hot(", "m.nn.functional.one_hot(")
 
@@ -363,20 +439,22 @@ def _same(ours, theirs, where):
         return
     assert isinstance(ours, lf.Tensor), where
     assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1], f"{where}: {ours.dtype} {theirs.dtype}"
-    np.testing.assert_allclose(np.asarray(ours.detach().to(lf.float64)), theirs.double().numpy(), rtol=1e-6,
-                               err_msg=where)
+    np.testing.assert_allclose(
+        np.asarray(ours.detach().to(lf.float64)), theirs.double().numpy(), rtol=1e-6, err_msg=where
+    )
 
 
 _FUNCS: dict = {}
 EAGER_ONLY = {  # expression: why graph mode does not run it
     "m.from_numpy(np.ones(2, np.float32))": "no tensor input: nothing is traced",
     "m.repeat_interleave(m.tensor([1, 0, 2]))": "the result's size depends on the counts' values "
-                                                "(test_repeat_interleave_of_counts_needs_values_in_graph_mode)",
+    "(test_repeat_interleave_of_counts_needs_values_in_graph_mode)",
 }
 
 
-@pytest.mark.parametrize(("expr", "mode"), [(e, m) for e in TENSOR_CASES for m in MODES
-                                            if m == "eager" or e not in EAGER_ONLY])
+@pytest.mark.parametrize(
+    ("expr", "mode"), [(e, m) for e in TENSOR_CASES for m in MODES if m == "eager" or e not in EAGER_ONLY]
+)
 def test_torch_keywords_give_torch_results(expr, mode):
     theirs = _eval(_torch_expr(expr), torch, *_inputs(torch))
     if mode == "eager":
@@ -388,10 +466,16 @@ def test_torch_keywords_give_torch_results(expr, mode):
 
 
 OTHER_CASES = [
-    "m.empty(size=(3,)).shape", "m.rand(size=(2, 3)).shape", "m.randn(size=(2,)).dtype", "m.randint(high=3, "
-    "size=(2,)).shape", "m.randint(low=1, high=3, size=(2,)).dtype", "m.rand_like(x, generator=None).shape",
-    "m.randint_like(x, high=5).dtype", "m.promote_types(type1=m.int8, type2=m.float32)",
-    "m.result_type(tensor=x, other=1.5)", "m.can_cast(from_=m.float32, to=m.int32)",
+    "m.empty(size=(3,)).shape",
+    "m.rand(size=(2, 3)).shape",
+    "m.randn(size=(2,)).dtype",
+    "m.randint(high=3, size=(2,)).shape",
+    "m.randint(low=1, high=3, size=(2,)).dtype",
+    "m.rand_like(x, generator=None).shape",
+    "m.randint_like(x, high=5).dtype",
+    "m.promote_types(type1=m.int8, type2=m.float32)",
+    "m.result_type(tensor=x, other=1.5)",
+    "m.can_cast(from_=m.float32, to=m.int32)",
 ]
 
 
@@ -404,9 +488,15 @@ def test_torch_keywords_of_creation_and_dtype_functions(expr):
         assert ours == (tuple(theirs) if isinstance(theirs, torch.Size) else theirs)
 
 
-BOTH_SPELLINGS = ["m.zeros(2, size=(2,))", "x.reshape(16, shape=(16,))", "x.view(16, size=(16,))",
-                  "x.permute(1, 0, dims=(1, 0))", "x.flip(0, dims=(0,))", "m.rand(2, size=(2,))",
-                  "m.tensor_split(v, 2, sections=2)"]
+BOTH_SPELLINGS = [
+    "m.zeros(2, size=(2,))",
+    "x.reshape(16, shape=(16,))",
+    "x.view(16, size=(16,))",
+    "x.permute(1, 0, dims=(1, 0))",
+    "x.flip(0, dims=(0,))",
+    "m.rand(2, size=(2,))",
+    "m.tensor_split(v, 2, sections=2)",
+]
 
 
 @pytest.mark.parametrize("expr", BOTH_SPELLINGS)

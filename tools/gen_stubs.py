@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the lazyflow of this checkout, not whichever one is installed
 
-import lazyflow  # noqa: E402
-from lazyflow import _tensor  # noqa: E402
+import lazyflow
+from lazyflow import _tensor
 
 COMMAND = "python tools/gen_stubs.py"
 STUB = ROOT / "lazyflow" / "_tensor.pyi"

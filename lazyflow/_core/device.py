@@ -82,8 +82,11 @@ def to_jax_device(d) -> JaxDevice:
 
 def from_jax_device(jd: JaxDevice) -> Device:
     platform: str = jd.platform
-    return Device(_TYPE_OF_PLATFORM.get(platform, platform), jd.id if platform != "cpu" else None) \
-        if platform != "cpu" else Device("cpu")
+    return (
+        Device(_TYPE_OF_PLATFORM.get(platform, platform), jd.id if platform != "cpu" else None)
+        if platform != "cpu"
+        else Device("cpu")
+    )
 
 
 def default_device() -> Device:

@@ -11,9 +11,30 @@ from . import config
 from .errors import DTypeError
 
 __all__ = [
-    "DType", "float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
-    "bool_", "half", "float", "double", "short", "int", "long", "get_default_dtype", "set_default_dtype",
-    "to_dtype", "from_jax_dtype", "promote_types", "result_type", "default_int",
+    "DType",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool_",
+    "half",
+    "float",
+    "double",
+    "short",
+    "int",
+    "long",
+    "get_default_dtype",
+    "set_default_dtype",
+    "to_dtype",
+    "from_jax_dtype",
+    "promote_types",
+    "result_type",
+    "default_int",
 ]
 
 _BY_NAME: dict[str, DType] = {}
@@ -67,8 +88,15 @@ bool_ = DType("bool", jnp.bool_, 0)
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
 
-_ALIASES = {"half": float16, "float": float32, "double": float64, "short": int16, "int": int32,
-            "long": int64, "bool": bool_}
+_ALIASES = {
+    "half": float16,
+    "float": float32,
+    "double": float64,
+    "short": int16,
+    "int": int32,
+    "long": int64,
+    "bool": bool_,
+}
 
 
 class _Default:

@@ -16,16 +16,36 @@ from .linalg import *
 from .reduction import *
 from .shape import *
 
-__all__ = sorted({*elementwise.__all__, *shape.__all__, *linalg.__all__, *reduction.__all__, *indexing.__all__,
-                  *inplace.__all__})
+__all__ = sorted(
+    {*elementwise.__all__, *shape.__all__, *linalg.__all__, *reduction.__all__, *indexing.__all__, *inplace.__all__}
+)
 
 # lf.<name> functions that torch.Tensor has no method for (Tensor.where(cond, y) has its own argument order)
-_NOT_METHODS = frozenset({"broadcast_shapes", "broadcast_tensors", "can_cast", "cat", "concat", "concatenate",
-                          "einsum", "hstack", "one_hot", "pad", "result_type", "stack", "vstack", "where"})
+_NOT_METHODS = frozenset(
+    {
+        "broadcast_shapes",
+        "broadcast_tensors",
+        "can_cast",
+        "cat",
+        "concat",
+        "concatenate",
+        "einsum",
+        "hstack",
+        "one_hot",
+        "pad",
+        "result_type",
+        "stack",
+        "vstack",
+        "where",
+    }
+)
 # Tensor methods without an lf.<name> function: every in-place function, and four activations
 _METHOD_ONLY = {
-    **{n: f for n, f in vars(inplace).items()
-       if not n.startswith("_") and n.endswith("_") and getattr(f, "__module__", "") == inplace.__name__},
+    **{
+        n: f
+        for n, f in vars(inplace).items()
+        if not n.startswith("_") and n.endswith("_") and getattr(f, "__module__", "") == inplace.__name__
+    },
     **{n: getattr(elementwise, n) for n in ("elu", "hardtanh", "leaky_relu", "logsigmoid")},
 }
 

@@ -107,6 +107,7 @@ __all__ = [
     "trunc",
 ]
 
+
 # ---------------------------------------------------------------- type promotion
 def _promotion_item(x):
     if isinstance(x, Tensor):
@@ -114,8 +115,13 @@ def _promotion_item(x):
     if isinstance(x, np.generic):
         x = x.item()
     if isinstance(x, (builtins.bool, builtins.int, builtins.float)):
-        return builtins.bool if isinstance(x, builtins.bool) else builtins.int if isinstance(
-            x, builtins.int) else builtins.float
+        return (
+            builtins.bool
+            if isinstance(x, builtins.bool)
+            else builtins.int
+            if isinstance(x, builtins.int)
+            else builtins.float
+        )
     raise DTypeError(f"result_type expects Tensors or Python numbers, got {type(x).__name__}")
 
 
@@ -151,17 +157,42 @@ def can_cast(from_: D.DType, to: D.DType) -> bool:
 
 # ---------------------------------------------------------------- elementwise
 _UNARY_DOC = {
-    "exp": "e to the power of each element", "log": "natural logarithm", "log1p": "``log(1 + x)``",
-    "expm1": "``exp(x) - 1``", "sqrt": "square root", "rsqrt": "``1 / sqrt(x)``", "sin": "sine",
-    "cos": "cosine", "tan": "tangent", "tanh": "hyperbolic tangent", "sigmoid": "logistic sigmoid",
-    "erf": "the error function", "erfinv": "inverse error function", "log2": "base-2 logarithm",
-    "log10": "base-10 logarithm", "reciprocal": "``1 / x``", "silu": "``x * sigmoid(x)``",
-    "asin": "arcsine", "acos": "arccosine", "atan": "arctangent", "sinh": "hyperbolic sine",
-    "cosh": "hyperbolic cosine", "exp2": "``2 ** x``", "neg": "``-x``", "abs": "absolute value",
-    "sign": "-1, 0 or 1 by sign", "square": "``x * x``", "relu": "``max(x, 0)``", "floor": "round down",
-    "ceil": "round up", "trunc": "round towards zero", "isnan": "whether each element is NaN (bool)",
-    "isinf": "whether each element is +-inf (bool)", "isfinite": "whether each element is finite (bool)",
-    "logical_not": "``not x`` (bool)", "bitwise_not": "bitwise ``~x`` of an integer or bool tensor",
+    "exp": "e to the power of each element",
+    "log": "natural logarithm",
+    "log1p": "``log(1 + x)``",
+    "expm1": "``exp(x) - 1``",
+    "sqrt": "square root",
+    "rsqrt": "``1 / sqrt(x)``",
+    "sin": "sine",
+    "cos": "cosine",
+    "tan": "tangent",
+    "tanh": "hyperbolic tangent",
+    "sigmoid": "logistic sigmoid",
+    "erf": "the error function",
+    "erfinv": "inverse error function",
+    "log2": "base-2 logarithm",
+    "log10": "base-10 logarithm",
+    "reciprocal": "``1 / x``",
+    "silu": "``x * sigmoid(x)``",
+    "asin": "arcsine",
+    "acos": "arccosine",
+    "atan": "arctangent",
+    "sinh": "hyperbolic sine",
+    "cosh": "hyperbolic cosine",
+    "exp2": "``2 ** x``",
+    "neg": "``-x``",
+    "abs": "absolute value",
+    "sign": "-1, 0 or 1 by sign",
+    "square": "``x * x``",
+    "relu": "``max(x, 0)``",
+    "floor": "round down",
+    "ceil": "round up",
+    "trunc": "round towards zero",
+    "isnan": "whether each element is NaN (bool)",
+    "isinf": "whether each element is +-inf (bool)",
+    "isfinite": "whether each element is finite (bool)",
+    "logical_not": "``not x`` (bool)",
+    "bitwise_not": "bitwise ``~x`` of an integer or bool tensor",
     "logsigmoid": "``log(sigmoid(x))``, computed stably",
 }
 
@@ -170,7 +201,7 @@ def _unary(name):
     o = R[name]
     floating = o.dtypes == "float"
 
-    def f(input: Tensor) -> Tensor:  # noqa: A002
+    def f(input: Tensor) -> Tensor:
         return state.interp.apply(o, (input,), ())
 
     f.__name__ = f.__qualname__ = name
@@ -178,7 +209,8 @@ def _unary(name):
         f"Elementwise {_UNARY_DOC[name]} (``torch.{name}``).\n\n"
         f"Args:\n    input: a tensor{' (integer/bool inputs compute in the default float dtype)' if floating else ''}."
         f"\nReturns:\n    A new tensor of the same shape."
-        f"\nRaises:\n    DTypeError: a dtype the function is not defined for.\n")
+        f"\nRaises:\n    DTypeError: a dtype the function is not defined for.\n"
+    )
     return f
 
 
@@ -221,12 +253,12 @@ bitwise_not = _unary("bitwise_not")
 logsigmoid = _unary("logsigmoid")
 _UNARY = list(_UNARY_DOC)
 negative = neg
-absolute = abs  # noqa: A001
+absolute = abs
 arcsin, arccos, arctan = asin, acos, atan
 fix = trunc
 
 
-def round(input: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001,A002
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     """Round to ``decimals`` decimal places, halves to even (like torch).
 
     Args:
@@ -238,7 +270,7 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001,A002
     return _apply(R["round"], (input,), (builtins.int(decimals),))
 
 
-def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """GELU ``x * Phi(x)``, exact (``"none"``) or with the tanh approximation (``"tanh"``).
 
     Raises:
@@ -249,53 +281,63 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:  # noqa: A002
     return _apply(R["gelu"], (input,), (approximate,))
 
 
-def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:  # noqa: A002
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``."""
     return _apply(R["softplus"], (input,), (builtins.float(beta), builtins.float(threshold)))
 
 
-def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:  # noqa: A002
+def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
     """``x`` where ``x >= 0``, else ``negative_slope * x``."""
     return _apply(R["leaky_relu"], (input,), (builtins.float(negative_slope),))
 
 
-def elu(input: Tensor, alpha: float = 1.0) -> Tensor:  # noqa: A002
+def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
     """``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``."""
     return _apply(R["elu"], (input,), (builtins.float(alpha),))
 
 
-def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:  # noqa: A002
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
     """``input`` clamped into ``[min_val, max_val]``."""
     return _apply(R["hardtanh"], (input,), (builtins.float(min_val), builtins.float(max_val)))
 
 
-def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None,  # noqa: A002
-               neginf: float | None = None) -> Tensor:
+def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
     """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (default: the dtype's extremes)."""
     return _apply(R["nan_to_num"], (input,), (nan, posinf, neginf))
 
 
 _BINARY_DOC = {
-    "mul": "``input * other``", "floor_divide": "``input // other`` (rounds towards -inf, like Python)",
+    "mul": "``input * other``",
+    "floor_divide": "``input // other`` (rounds towards -inf, like Python)",
     "remainder": "Python-style modulus ``input % other`` (sign of ``other``)",
-    "fmod": "C-style remainder (sign of ``input``)", "pow": "``input ** other``",
-    "atan2": "the angle of the point ``(other, input)``", "maximum": "elementwise maximum (NaN propagates)",
-    "minimum": "elementwise minimum (NaN propagates)", "fmax": "elementwise maximum ignoring NaN",
-    "fmin": "elementwise minimum ignoring NaN", "eq": "``input == other`` (bool)",
-    "ne": "``input != other`` (bool)", "lt": "``input < other`` (bool)", "le": "``input <= other`` (bool)",
-    "gt": "``input > other`` (bool)", "ge": "``input >= other`` (bool)",
+    "fmod": "C-style remainder (sign of ``input``)",
+    "pow": "``input ** other``",
+    "atan2": "the angle of the point ``(other, input)``",
+    "maximum": "elementwise maximum (NaN propagates)",
+    "minimum": "elementwise minimum (NaN propagates)",
+    "fmax": "elementwise maximum ignoring NaN",
+    "fmin": "elementwise minimum ignoring NaN",
+    "eq": "``input == other`` (bool)",
+    "ne": "``input != other`` (bool)",
+    "lt": "``input < other`` (bool)",
+    "le": "``input <= other`` (bool)",
+    "gt": "``input > other`` (bool)",
+    "ge": "``input >= other`` (bool)",
     "logical_and": "``input and other`` on truth values (bool)",
     "logical_or": "``input or other`` on truth values (bool)",
-    "logical_xor": "``input xor other`` on truth values (bool)", "bitwise_and": "bitwise ``&`` (integer/bool)",
-    "bitwise_or": "bitwise ``|`` (integer/bool)", "bitwise_xor": "bitwise ``^`` (integer/bool)",
-    "bitwise_left_shift": "``input << other`` (integers)", "bitwise_right_shift": "``input >> other`` (integers)",
+    "logical_xor": "``input xor other`` on truth values (bool)",
+    "bitwise_and": "bitwise ``&`` (integer/bool)",
+    "bitwise_or": "bitwise ``|`` (integer/bool)",
+    "bitwise_xor": "bitwise ``^`` (integer/bool)",
+    "bitwise_left_shift": "``input << other`` (integers)",
+    "bitwise_right_shift": "``input >> other`` (integers)",
 }
 
 
 def _binary(name):
     o = R[name]
 
-    def f(input, other) -> Tensor:  # noqa: A002
+    def f(input, other) -> Tensor:
         return state.interp.apply(o, (input, other), ())
 
     f.__name__ = f.__qualname__ = name
@@ -303,7 +345,8 @@ def _binary(name):
         f"Elementwise {_BINARY_DOC[name]} (``torch.{name}``), broadcasting, with torch's type promotion.\n\n"
         "Args:\n    input: a tensor or Python scalar.\n    other: a tensor or Python scalar.\n"
         "Returns:\n    A tensor of the broadcast shape.\n"
-        "Raises:\n    ShapeError: shapes that do not broadcast.\n    DTypeError: a dtype the op is not defined for.\n")
+        "Raises:\n    ShapeError: shapes that do not broadcast.\n    DTypeError: a dtype the op is not defined for.\n"
+    )
     return f
 
 
@@ -351,7 +394,7 @@ def pow(input, exponent) -> Tensor:
     return state.interp.apply(_POW, (input, exponent), ())
 
 
-def add(input, other, *, alpha=1) -> Tensor:  # noqa: A002
+def add(input, other, *, alpha=1) -> Tensor:
     """``input + alpha * other``, broadcasting, with torch's type promotion.
 
     Args:
@@ -374,7 +417,7 @@ def _is_bool(x) -> bool:
     return isinstance(x, builtins.bool) or (isinstance(x, Tensor) and x.dtype is D.bool_)
 
 
-def sub(input, other, *, alpha=1) -> Tensor:  # noqa: A002
+def sub(input, other, *, alpha=1) -> Tensor:
     """``input - alpha * other`` (same arguments as :func:`add`).
 
     Raises:
@@ -382,8 +425,10 @@ def sub(input, other, *, alpha=1) -> Tensor:  # noqa: A002
         ShapeError: shapes that do not broadcast.
     """
     if _is_bool(input) or _is_bool(other):
-        raise DTypeError("sub: subtraction with a bool operand is not supported; use logical_xor or ~ "
-                         f"(got {_kind(input)} - {_kind(other)})")
+        raise DTypeError(
+            "sub: subtraction with a bool operand is not supported; use logical_xor or ~ "
+            f"(got {_kind(input)} - {_kind(other)})"
+        )
     if alpha != 1:
         other = other * alpha
     return state.interp.apply(_SUB, (input, other), ())
@@ -396,7 +441,7 @@ def _kind(x) -> str:
 subtract = sub
 
 
-def div(input, other, *, rounding_mode: str | None = None) -> Tensor:  # noqa: A002
+def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     """``input / other``: true division (always floating), or ``rounding_mode="trunc"`` / ``"floor"``.
 
     Raises:
@@ -409,8 +454,7 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:  # noqa: A
         return _apply(R["div_trunc"], (input, other))
     if rounding_mode == "floor":
         return _apply(R["floor_divide"], (input, other))
-    raise OpError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
-                  f"{rounding_mode!r}")
+    raise OpError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
 
 
 divide = div
@@ -421,7 +465,7 @@ def true_divide(input, other) -> Tensor:
     return _apply(R["div"], (input, other))
 
 
-def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A001,A002
+def clamp(input: Tensor, min=None, max=None) -> Tensor:
     """Clamp into ``[min, max]``; either bound may be None, a scalar or a tensor (broadcast).
 
     Raises:
@@ -435,30 +479,28 @@ def clamp(input: Tensor, min=None, max=None) -> Tensor:  # noqa: A001,A002
 clip = clamp
 
 
-def lerp(input, end, weight) -> Tensor:  # noqa: A002
+def lerp(input, end, weight) -> Tensor:
     """``input + weight * (end - input)`` (``weight`` a scalar or tensor)."""
     return _apply(R["lerp"], (input, end, weight))
 
 
-def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:  # noqa: A002
+def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
     """``input + value * tensor1 * tensor2``."""
     return _apply(R["addcmul"], (input, tensor1, tensor2), (value,))
 
 
-def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:  # noqa: A002
+def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
     """``input + value * tensor1 / tensor2``."""
     return _apply(R["addcdiv"], (input, tensor1, tensor2), (value,))
 
 
-def cast(input: Tensor, dtype) -> Tensor:  # noqa: A002
+def cast(input: Tensor, dtype) -> Tensor:
     """``input`` converted to ``dtype`` (differentiable between floating types); see ``Tensor.to``."""
     d = D.to_dtype(dtype)
     d.to_jax()
     return _apply(R["cast"], (input,), (d,))
 
 
-def clone(input: Tensor, *, memory_format=None) -> Tensor:  # noqa: A002
+def clone(input: Tensor, *, memory_format=None) -> Tensor:
     """A copy with its own buffer; gradients flow back to ``input``."""
     return _apply(R["copy"], (input,))
-
-

@@ -38,7 +38,8 @@ __all__ = [
     "triu",
 ]
 
-def where(condition, input=None, other=None) -> Tensor:  # noqa: A002
+
+def where(condition, input=None, other=None) -> Tensor:
     """``input`` where ``condition`` else ``other``, broadcasting all three.
 
     Args:
@@ -80,12 +81,15 @@ def _check_bounds(index, size, what, dim=None):
 
 def _check_index_shape(index, other, d, what, other_name):
     if index.ndim != other.ndim or builtins.any(
-            i > o for k, (i, o) in enumerate(zip(index.shape, other.shape)) if k != d):
-        raise ShapeError(f"{what}(): index of shape {list(index.shape)} must have the same number of dimensions "
-                         f"as {other_name} {list(other.shape)} and be no larger outside dimension {d}")
+        i > o for k, (i, o) in enumerate(zip(index.shape, other.shape)) if k != d
+    ):
+        raise ShapeError(
+            f"{what}(): index of shape {list(index.shape)} must have the same number of dimensions "
+            f"as {other_name} {list(other.shape)} and be no larger outside dimension {d}"
+        )
 
 
-def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:  # noqa: A002
+def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim=1`` (and likewise for other dims).
 
     Args:
@@ -113,7 +117,7 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     return gather(input, dim, indices)
 
 
-def _scatter(what, input, dim, index, src, reduce):  # noqa: A002
+def _scatter(what, input, dim, index, src, reduce):
     d = _dim(dim, input.ndim)
     index = _check_index(index, what)
     _check_index_shape(index, input, d, what, "self")
@@ -121,12 +125,13 @@ def _scatter(what, input, dim, index, src, reduce):  # noqa: A002
         _check_index_shape(index, src, -1, what, "src")
     _check_bounds(index, input.shape[d] if input.ndim else 1, what, d)
     if reduce not in (None, "add", "sum", "multiply", "prod", "amax", "amin"):
-        raise OpError(f"{what}(): reduce must be one of 'add', 'multiply', 'sum', 'prod', 'amax', 'amin', "
-                      f"got {reduce!r}")
+        raise OpError(
+            f"{what}(): reduce must be one of 'add', 'multiply', 'sum', 'prod', 'amax', 'amin', got {reduce!r}"
+        )
     return d, index
 
 
-def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce=None) -> Tensor:  # noqa: A002
+def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, reduce=None) -> Tensor:
     """Out-of-place scatter: a copy of ``input`` with ``src`` written at ``index`` along ``dim``.
 
     ``out[i][index[i][j]] = src[i][j]`` for ``dim=1``; with ``reduce="add"``/``"multiply"`` the values are
@@ -148,13 +153,14 @@ def scatter(input: Tensor, dim: int, index: Tensor, src=None, *, value=None, red
     return _apply(R["scatter"], (input, index, src), (d, reduce))
 
 
-def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:  # noqa: A002
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """:func:`scatter` with ``reduce="add"``: duplicates in ``index`` accumulate."""
     return scatter(input, dim, index, src, reduce="add")
 
 
-def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,  # noqa: A002
-                   include_self: bool = True) -> Tensor:
+def scatter_reduce(
+    input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *, include_self: bool = True
+) -> Tensor:
     """:func:`scatter` combining with ``reduce`` (``"sum"``, ``"prod"``, ``"amax"``, ``"amin"``).
 
     Raises:
@@ -165,7 +171,7 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
     return scatter(input, dim, index, src, reduce=reduce)
 
 
-def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:  # noqa: A002
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """The slices of ``input`` at positions ``index`` (a 1-D integer tensor) along ``dim``.
 
     Raises:
@@ -181,21 +187,23 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:  # noqa: A00
     return _apply(R["index_select"], (input, index), (d,))
 
 
-def _index_add_checks(what, input, dim, index, source):  # noqa: A002
+def _index_add_checks(what, input, dim, index, source):
     d = _dim(dim, input.ndim)
     index = _check_index(index, what)
     source = _t(source)
     if index.ndim > 1:
         raise ShapeError(f"{what}(): index should be a vector, got shape {list(index.shape)}")
-    want = input.shape[:d] + (index.numel(),) + input.shape[d + 1:]
+    want = input.shape[:d] + (index.numel(),) + input.shape[d + 1 :]
     if source.shape != want and not (source.ndim == 0 and index.numel() == 1):
-        raise ShapeError(f"{what}(): source of shape {list(source.shape)} must have shape {list(want)} (input "
-                         f"{list(input.shape)} with dimension {d} of size len(index) = {index.numel()})")
+        raise ShapeError(
+            f"{what}(): source of shape {list(source.shape)} must have shape {list(want)} (input "
+            f"{list(input.shape)} with dimension {d} of size len(index) = {index.numel()})"
+        )
     _check_bounds(index, input.shape[d] if input.ndim else 1, what, d)
     return d, index, source
 
 
-def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:  # noqa: A002
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha=1) -> Tensor:
     """A copy of ``input`` with ``alpha * source[k]`` added at position ``index[k]`` along ``dim``.
 
     Raises:
@@ -213,7 +221,7 @@ def _check_mask(mask, what):
     return mask
 
 
-def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:  # noqa: A002
+def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """``value`` where ``mask`` is True, else ``input``; the mask broadcasts to input's shape.
 
     Raises:
@@ -226,13 +234,13 @@ def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:  # noqa: A002
     return _apply(R["masked_fill"], (input, mask, value))
 
 
-def masked_select(input: Tensor, mask: Tensor) -> Tensor:  # noqa: A002
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     """The elements where ``mask`` (broadcast) is True, as a 1-D tensor (data-dependent size: eager only)."""
-    input, mask = broadcast_tensors(input, _check_mask(mask, "masked_select"))  # noqa: A001
+    input, mask = broadcast_tensors(input, _check_mask(mask, "masked_select"))
     return input[mask]
 
 
-def nonzero(input: Tensor, *, as_tuple: bool = False):  # noqa: A002
+def nonzero(input: Tensor, *, as_tuple: bool = False):
     """Indices (int64) of non-zero elements: an ``(n, ndim)`` tensor, or one 1-D tensor per dim.
 
     Raises:
@@ -241,17 +249,17 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):  # noqa: A002
     _concrete(input, "nonzero()")
     nz = np.nonzero(np.asarray(input._value).reshape(input.shape or (1,)))
     if as_tuple:
-        return tuple(tensor(z.astype(np.int64), dtype=D.default_int()) for z in nz[:input.ndim or 1])
+        return tuple(tensor(z.astype(np.int64), dtype=D.default_int()) for z in nz[: input.ndim or 1])
     out = np.stack(nz, axis=1).astype(np.int64)
-    return tensor(out[:, :input.ndim] if input.ndim == 0 else out, dtype=D.default_int())
+    return tensor(out[:, : input.ndim] if input.ndim == 0 else out, dtype=D.default_int())
 
 
-def argwhere(input: Tensor) -> Tensor:  # noqa: A002
+def argwhere(input: Tensor) -> Tensor:
     """``nonzero(input)``: an ``(n, ndim)`` int64 tensor of indices."""
     return nonzero(input)
 
 
-def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):  # noqa: A002
+def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):
     """``(values, indices)`` sorted along ``dim``, ascending unless ``descending`` (ties keep their order).
 
     Raises:
@@ -259,16 +267,17 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
     """
     if input.ndim == 0:
         return _on_scalar(input, lambda x, d: sort(x, d, descending, stable), dim)
-    return _MinMax(*_apply(R["sort"], (input,), (_dim(dim, input.ndim), builtins.bool(descending),
-                                                 builtins.bool(stable))))
+    return _MinMax(
+        *_apply(R["sort"], (input,), (_dim(dim, input.ndim), builtins.bool(descending), builtins.bool(stable)))
+    )
 
 
-def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:  # noqa: A002
+def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
     """The int64 indices that sort ``input`` along ``dim`` (see :func:`sort`)."""
     return sort(input, dim, descending, stable)[1]
 
 
-def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A001,A002
+def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     """The ``k`` largest (or smallest) ``(values, indices)`` along ``dim``, in sorted order.
 
     Raises:
@@ -282,7 +291,7 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
     return _MinMax(*_apply(R["topk"], (input,), (builtins.int(k), d, builtins.bool(largest), builtins.bool(sorted))))
 
 
-def tril(input: Tensor, diagonal: int = 0) -> Tensor:  # noqa: A002
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
     """The lower triangle of the last two dims (elements above ``diagonal`` set to 0).
 
     Raises:
@@ -293,7 +302,7 @@ def tril(input: Tensor, diagonal: int = 0) -> Tensor:  # noqa: A002
     return _apply(R["tril"], (input,), (builtins.int(diagonal),))
 
 
-def triu(input: Tensor, diagonal: int = 0) -> Tensor:  # noqa: A002
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     """The upper triangle of the last two dims (elements below ``diagonal`` set to 0).
 
     Raises:
@@ -304,7 +313,7 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:  # noqa: A002
     return _apply(R["triu"], (input,), (builtins.int(diagonal),))
 
 
-def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:  # noqa: A002
+def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of the ``(dim1, dim2)`` planes, moved to the last dimension.
 
     Raises:
@@ -335,7 +344,7 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     return _apply(R["one_hot"], (input,), (builtins.int(num_classes),))
 
 
-def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:  # noqa: A002
+def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
     """``torch.nn.functional.pad``: ``pad`` lists (before, after) pairs from the last dimension backwards.
 
     Args:
@@ -349,18 +358,24 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
     """
     pad = tuple(builtins.int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise ShapeError(f"pad: padding length {len(pad)} must be even and at most 2 * ndim "
-                         f"({2 * input.ndim}) for input of shape {list(input.shape)}")
+        raise ShapeError(
+            f"pad: padding length {len(pad)} must be even and at most 2 * ndim "
+            f"({2 * input.ndim}) for input of shape {list(input.shape)}"
+        )
     if mode not in ("constant", "reflect", "replicate", "circular"):
         raise OpError(f"pad: unsupported mode {mode!r}; expected constant, reflect, replicate or circular")
     if mode != "constant":
         for i in range(len(pad) // 2):
             n = input.shape[input.ndim - 1 - i]
             lo, hi = pad[2 * i], pad[2 * i + 1]
-            if (mode == "reflect" and builtins.max(lo, hi) >= n) or (mode == "circular" and builtins.max(lo, hi) > n) \
-                    or builtins.min(lo, hi) < 0 or n == 0:
-                raise ShapeError(f"pad: {mode} padding ({lo}, {hi}) is invalid for dimension "
-                                 f"{input.ndim - 1 - i} of size {n} (input shape {list(input.shape)})")
+            if (
+                (mode == "reflect" and builtins.max(lo, hi) >= n)
+                or (mode == "circular" and builtins.max(lo, hi) > n)
+                or builtins.min(lo, hi) < 0
+                or n == 0
+            ):
+                raise ShapeError(
+                    f"pad: {mode} padding ({lo}, {hi}) is invalid for dimension "
+                    f"{input.ndim - 1 - i} of size {n} (input shape {list(input.shape)})"
+                )
     return _apply(R["pad"], (input,), (pad, mode, 0.0 if value is None else value))
-
-

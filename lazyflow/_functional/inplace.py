@@ -25,6 +25,7 @@ __all__ = [
     "zero_",
 ]
 
+
 # ---------------------------------------------------------------- in-place
 def _ip(name):
     o = R[name]
@@ -33,10 +34,12 @@ def _ip(name):
         return state.interp.apply_inplace(o, self, (self, *args), ())
 
     f.__name__ = f.__qualname__ = name + "_"
-    f.__doc__ = (f"In-place :func:`{name}`: stores the result in ``self`` and returns it.\n\n"
-                 "Raises:\n    ShapeError: the result would not have self's shape (no broadcasting of self).\n"
-                 "    DTypeError: the result's dtype cannot be cast to self's (e.g. float into int).\n"
-                 "    AutogradError: self is a leaf that requires grad (outside ``lf.no_grad()``).\n")
+    f.__doc__ = (
+        f"In-place :func:`{name}`: stores the result in ``self`` and returns it.\n\n"
+        "Raises:\n    ShapeError: the result would not have self's shape (no broadcasting of self).\n"
+        "    DTypeError: the result's dtype cannot be cast to self's (e.g. float into int).\n"
+        "    AutogradError: self is a leaf that requires grad (outside ``lf.no_grad()``).\n"
+    )
     return f
 
 
@@ -56,8 +59,7 @@ def add_(self: Tensor, other, *, alpha=1) -> Tensor:
 def sub_(self: Tensor, other, *, alpha=1) -> Tensor:
     """In-place :func:`sub` (``self -= alpha * other``); errors as :func:`add_` and :func:`sub`."""
     if _is_bool(self) or _is_bool(other):
-        raise DTypeError(f"sub_: subtraction with a bool operand is not supported (got {_kind(self)} - "
-                         f"{_kind(other)})")
+        raise DTypeError(f"sub_: subtraction with a bool operand is not supported (got {_kind(self)} - {_kind(other)})")
     if alpha != 1:
         other = other * alpha
     return state.interp.apply_inplace(_SUB, self, (self, other), ())
@@ -75,8 +77,7 @@ def div_(self: Tensor, other, *, rounding_mode: str | None = None) -> Tensor:
     """In-place :func:`div`; true division into an integer tensor raises DTypeError, like torch."""
     o = _DIV_OPS.get(rounding_mode)
     if o is None:
-        raise OpError(f"div_ expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
-                      f"{rounding_mode!r}")
+        raise OpError(f"div_ expected rounding_mode to be one of None, 'trunc', or 'floor' but found {rounding_mode!r}")
     return _inplace(o, self, (self, other))
 
 
@@ -106,8 +107,7 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     """
     src = _t(src)
     if not _broadcasts(src.shape, self.shape) or broadcast_shapes(src.shape, self.shape) != self.shape:
-        raise ShapeError(f"copy_: the source of shape {list(src.shape)} cannot be broadcast to "
-                         f"{list(self.shape)}")
+        raise ShapeError(f"copy_: the source of shape {list(src.shape)} cannot be broadcast to {list(self.shape)}")
     return _inplace(_COPY_INTO, self, (self, src))
 
 
@@ -176,8 +176,7 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None
     """
     if std < 0:
         raise OpError(f"normal_ expects std >= 0.0, got std={std}")
-    return _inplace(_NORMAL_INTO, self, (self, *_gen(generator)._next(), builtins.float(mean),
-                                         builtins.float(std)))
+    return _inplace(_NORMAL_INTO, self, (self, *_gen(generator)._next(), builtins.float(mean), builtins.float(std)))
 
 
 def bernoulli_(self: Tensor, p=0.5, *, generator=None) -> Tensor:
@@ -213,7 +212,6 @@ class _NoGrad:
 
     def __exit__(self, *e):
         state.grad_enabled = self.p
-
 
 
 def zero_grads(tensors, set_to_none: bool = True) -> None:

@@ -20,8 +20,9 @@ __all__ = [
     "outer",
 ]
 
+
 # ---------------------------------------------------------------- linear algebra
-def matmul(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
+def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product with torch's rules: 1-D operands are vectors, batch dimensions broadcast.
 
     Args:
@@ -40,26 +41,27 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
             return state.interp.apply(_MATMUL, (input, other), ())
     a, b = _t(input), _t(other)
     if a.ndim == 0 or b.ndim == 0:
-        raise ShapeError(f"matmul: both arguments need at least 1 dimension, got shapes {list(a.shape)} "
-                         f"and {list(b.shape)}")
+        raise ShapeError(
+            f"matmul: both arguments need at least 1 dimension, got shapes {list(a.shape)} and {list(b.shape)}"
+        )
     ka = a.shape[-1]
     kb = b.shape[-2] if b.ndim > 1 else b.shape[0]
     if ka != kb:
-        raise ShapeError(f"matmul: shapes {list(a.shape)} and {list(b.shape)} cannot be multiplied "
-                         f"({ka} != {kb})")
+        raise ShapeError(f"matmul: shapes {list(a.shape)} and {list(b.shape)} cannot be multiplied ({ka} != {kb})")
     if a.ndim > 2 or b.ndim > 2:
         try:
             np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         except ValueError:
-            raise ShapeError(f"matmul: batch dimensions of shapes {list(a.shape)} and {list(b.shape)} do not "
-                             "broadcast") from None
+            raise ShapeError(
+                f"matmul: batch dimensions of shapes {list(a.shape)} and {list(b.shape)} do not broadcast"
+            ) from None
     return state.interp.apply(_MATMUL, (a, b), ())
 
 
 _MATMUL = R["matmul"]
 
 
-def mm(input: Tensor, mat2: Tensor) -> Tensor:  # noqa: A002
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """Product of two matrices (2-D only; see :func:`matmul`).
 
     Raises:
@@ -70,27 +72,27 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:  # noqa: A002
     return matmul(input, mat2)
 
 
-def bmm(input: Tensor, mat2: Tensor) -> Tensor:  # noqa: A002
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched matrix product of ``(b, n, m)`` and ``(b, m, p)`` tensors (no broadcasting).
 
     Raises:
         ShapeError: operands that are not 3-D, batch sizes or inner sizes that differ.
     """
     if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
-        raise ShapeError(f"bmm expects 3-D tensors with equal batch sizes, got shapes {list(input.shape)} "
-                         f"and {list(mat2.shape)}")
+        raise ShapeError(
+            f"bmm expects 3-D tensors with equal batch sizes, got shapes {list(input.shape)} and {list(mat2.shape)}"
+        )
     return matmul(input, mat2)
 
 
-def mv(input: Tensor, vec: Tensor) -> Tensor:  # noqa: A002
+def mv(input: Tensor, vec: Tensor) -> Tensor:
     """Matrix-vector product of a 2-D and a 1-D tensor.
 
     Raises:
         ShapeError: wrong ranks or sizes.
     """
     if input.ndim != 2 or vec.ndim != 1:
-        raise ShapeError(f"mv expects a 2-D and a 1-D tensor, got shapes {list(input.shape)} and "
-                         f"{list(vec.shape)}")
+        raise ShapeError(f"mv expects a 2-D and a 1-D tensor, got shapes {list(input.shape)} and {list(vec.shape)}")
     return matmul(input, vec)
 
 
@@ -105,7 +107,7 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
     return matmul(input, tensor)
 
 
-def outer(input: Tensor, vec2: Tensor) -> Tensor:  # noqa: A002
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """Outer product ``input[i] * vec2[j]`` of two 1-D tensors.
 
     Raises:
@@ -125,5 +127,3 @@ def einsum(equation: str, *operands) -> Tensor:
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     return _apply(R["einsum"], tuple(_t(o) for o in operands), (equation.replace(" ", ""),))
-
-

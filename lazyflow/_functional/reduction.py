@@ -41,16 +41,17 @@ __all__ = [
     "var_mean",
 ]
 
+
 # ---------------------------------------------------------------- reductions
 def _opt_dtype(dtype):
     return None if dtype is None else D.to_dtype(dtype)
 
 
-def _reduce(name, input, dim, keepdim, *extra):  # noqa: A002
+def _reduce(name, input, dim, keepdim, *extra):
     return _apply(R[name], (input,), (_dims(dim, input.ndim), builtins.bool(keepdim), *extra))
 
 
-def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: A001,A002
+def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Sum of elements over ``dim``.
 
     Args:
@@ -74,7 +75,7 @@ _SUM = R["sum"]
 _SUM_ALL = (None, False, None)
 
 
-def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: A002
+def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Product of elements over ``dim`` (int, tuple or None for all); integers multiply in int64.
 
     Args/Returns/Raises: as :func:`sum`.
@@ -82,7 +83,7 @@ def prod(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
     return _apply(R["prod"], (input,), (_dims(dim, input.ndim), builtins.bool(keepdim), _opt_dtype(dtype)))
 
 
-def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: A002
+def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Mean over ``dim`` (int, tuple or None for all).
 
     Raises:
@@ -90,19 +91,21 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
         IndexOutOfRangeError: a dim out of range.
     """
     if dtype is not None:
-        input = input.to(dtype)  # noqa: A001
+        input = input.to(dtype)
     if not input.dtype.is_floating_point:
-        raise DTypeError(f"mean(): could not infer output dtype. Input dtype must be floating point, "
-                         f"got {input.dtype}; pass dtype= or convert with .float()")
+        raise DTypeError(
+            f"mean(): could not infer output dtype. Input dtype must be floating point, "
+            f"got {input.dtype}; pass dtype= or convert with .float()"
+        )
     return _reduce("mean", input, dim, keepdim)
 
 
-def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:  # noqa: A002
+def amax(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     """Maximum over ``dim`` (int or tuple; ``()`` means all dims); gradient split evenly between ties."""
     return _reduce("amax", input, dim, keepdim)
 
 
-def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:  # noqa: A002
+def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     """Minimum over ``dim`` (int or tuple; ``()`` means all dims)."""
     return _reduce("amin", input, dim, keepdim)
 
@@ -110,13 +113,14 @@ def amin(input: Tensor, dim=(), keepdim: bool = False) -> Tensor:  # noqa: A002
 # ``(values, indices)`` like torch.return_types; a namedtuple, so graph mode can return it (a JAX pytree)
 
 
-def _extreme(name, input, dim, keepdim):  # noqa: A002
+def _extreme(name, input, dim, keepdim):
     if input.ndim == 0:
         return _on_scalar(input, lambda x, d: _extreme(name, x, d, keepdim), dim)
     d = _dim(dim, input.ndim)
     if input.shape[d] == 0:
-        raise IndexOutOfRangeError(f"{name[:3]}(): cannot reduce over dimension {d} of size 0 "
-                                   f"(input shape {list(input.shape)})")
+        raise IndexOutOfRangeError(
+            f"{name[:3]}(): cannot reduce over dimension {d} of size 0 (input shape {list(input.shape)})"
+        )
     return _MinMax(*_apply(R[name], (input,), (d, builtins.bool(keepdim))))
 
 
@@ -162,23 +166,23 @@ def min(input: Tensor, dim=None, keepdim: bool = False, *, other=None):
     return _extreme("min_dim", input, dim, keepdim)
 
 
-def _arg(name, input, dim, keepdim):  # noqa: A002
+def _arg(name, input, dim, keepdim):
     if dim is not None and input.ndim == 0:
         return _on_scalar(input, lambda x, d: _arg(name, x, d, keepdim), dim)
     return _apply(R[name], (input,), (None if dim is None else _dim(dim, input.ndim), builtins.bool(keepdim)))
 
 
-def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:  # noqa: A002
+def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """Index (int64) of the largest element, over the flattened tensor or along ``dim``."""
     return _arg("argmax", input, dim, keepdim)
 
 
-def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:  # noqa: A002
+def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """Index (int64) of the smallest element, over the flattened tensor or along ``dim``."""
     return _arg("argmin", input, dim, keepdim)
 
 
-def _moments(name, input, dim, unbiased, keepdim, correction):  # noqa: A002
+def _moments(name, input, dim, unbiased, keepdim, correction):
     if isinstance(dim, builtins.bool):  # torch's legacy var(input, unbiased)
         dim, unbiased = None, dim
     if unbiased is not None and correction is not None:
@@ -192,8 +196,7 @@ def _moments(name, input, dim, unbiased, keepdim, correction):  # noqa: A002
     return _apply(R[name], (input,), (_dims(dim, input.ndim), correction, builtins.bool(keepdim)))
 
 
-def var(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,  # noqa: A002
-        correction=None) -> Tensor:
+def var(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None) -> Tensor:
     """Variance over ``dim``, divided by ``N - correction`` (default 1, Bessel; ``unbiased=False`` is 0).
 
     Args:
@@ -209,34 +212,35 @@ def var(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = F
     return _moments("var", input, dim, unbiased, keepdim, correction)
 
 
-def std(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,  # noqa: A002
-        correction=None) -> Tensor:
+def std(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None) -> Tensor:
     """Standard deviation over ``dim``: the square root of :func:`var` (same arguments)."""
     return _moments("std", input, dim, unbiased, keepdim, correction)
 
 
-def var_mean(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,  # noqa: A002
-             correction=None) -> tuple[Tensor, Tensor]:
+def var_mean(
+    input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None
+) -> tuple[Tensor, Tensor]:
     """``(var(input, ...), mean(input, ...))`` over the same dims."""
     if isinstance(dim, builtins.bool):
         dim, unbiased = None, dim
     return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
-def std_mean(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,  # noqa: A002
-             correction=None) -> tuple[Tensor, Tensor]:
+def std_mean(
+    input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None
+) -> tuple[Tensor, Tensor]:
     """``(std(input, ...), mean(input, ...))`` over the same dims."""
     if isinstance(dim, builtins.bool):
         dim, unbiased = None, dim
     return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
 
-def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:  # noqa: A002
+def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(input), dim))`` computed stably; integer inputs give the default float dtype."""
     return _reduce("logsumexp", input, dim, keepdim)
 
 
-def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:  # noqa: A002
+def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     """Vector p-norm over ``dim`` (all elements when None); ``"fro"`` and None mean the 2-norm.
 
     Args:
@@ -249,7 +253,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
         OpError: an unsupported ``p`` (matrix norms such as ``"nuc"`` are not implemented).
     """
     if dtype is not None:
-        input = input.to(dtype)  # noqa: A001
+        input = input.to(dtype)
     if p is None:
         p = "fro"
     if isinstance(p, (builtins.int, builtins.float)) and not isinstance(p, builtins.bool):
@@ -259,29 +263,29 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) ->
     return _apply(R["norm"], (input,), (p, _dims(dim, input.ndim), builtins.bool(keepdim)))
 
 
-def _logical_reduce(name, input, dim, keepdim):  # noqa: A002
+def _logical_reduce(name, input, dim, keepdim):
     if dim is not None and not isinstance(dim, (builtins.int, np.integer)) and len(tuple(dim)) == 0:
         return ne(input, 0) if input.dtype is not D.bool_ else input  # torch: an empty dim list reduces nothing
     return _reduce(name, input, dim, keepdim)
 
 
-def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001,A002
+def all(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Whether every element (over ``dim``: int, tuple or None) is non-zero; a bool tensor."""
     return _logical_reduce("all", input, dim, keepdim)
 
 
-def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001,A002
+def any(input: Tensor, dim=None, keepdim: bool = False) -> Tensor:
     """Whether any element (over ``dim``: int, tuple or None) is non-zero; a bool tensor."""
     return _logical_reduce("any", input, dim, keepdim)
 
 
-def _scan(name, input, dim, dtype):  # noqa: A002
+def _scan(name, input, dim, dtype):
     if input.ndim == 0:
         return _on_scalar(input, lambda x, d: _scan(name, x, d, dtype), dim)
     return _apply(R[name], (input,), (_dim(dim, input.ndim), _opt_dtype(dtype)))
 
 
-def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:  # noqa: A002
+def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:
     """Running sum along ``dim`` (integers accumulate in int64 unless ``dtype`` says otherwise).
 
     Raises:
@@ -290,14 +294,14 @@ def cumsum(input: Tensor, dim: int, *, dtype=None) -> Tensor:  # noqa: A002
     return _scan("cumsum", input, dim, dtype)
 
 
-def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:  # noqa: A002
+def cumprod(input: Tensor, dim: int, *, dtype=None) -> Tensor:
     """Running product along ``dim``."""
     return _scan("cumprod", input, dim, dtype)
 
 
-def _softmax_like(name, input, dim, dtype):  # noqa: A002
+def _softmax_like(name, input, dim, dtype):
     if dtype is not None:
-        input = input.to(dtype)  # noqa: A001
+        input = input.to(dtype)
     if dim is None:  # torch's legacy implicit choice
         dim = 0 if input.ndim in (0, 1, 3) else 1
     if input.ndim == 0:
@@ -305,7 +309,7 @@ def _softmax_like(name, input, dim, dtype):  # noqa: A002
     return _apply(R[name], (input,), (_dim(dim, input.ndim),))
 
 
-def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:  # noqa: A002
+def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``dim``.
 
     Args:
@@ -318,8 +322,6 @@ def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:  # noq
     return _softmax_like("softmax", input, dim, dtype)
 
 
-def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:  # noqa: A002
+def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     """``log(softmax(x))`` along ``dim``, computed stably (same arguments as :func:`softmax`)."""
     return _softmax_like("log_softmax", input, dim, dtype)
-
-

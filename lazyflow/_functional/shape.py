@@ -57,6 +57,7 @@ __all__ = [
     "vstack",
 ]
 
+
 def _on_scalar(input, fn, dim):
     """Run a one-dim op ``fn(x, d)`` on a 0-d ``input`` as on its 1-element view (torch accepts dim 0/-1)."""
     _dim(dim, 0)
@@ -123,22 +124,24 @@ def view(input: Tensor, *args, size=None, dtype=None) -> Tensor:
     if size is not None:
         args = _keyword_sizes("view", "size", args, size)
     if dtype is not None or (len(args) == 1 and isinstance(args[0], D.DType)):
-        raise DTypeError(f"view(dtype) bit reinterpretation is not supported (got {dtype or args[0]}); "
-                         "use .to(dtype) to convert the values")
+        raise DTypeError(
+            f"view(dtype) bit reinterpretation is not supported (got {dtype or args[0]}); "
+            "use .to(dtype) to convert the values"
+        )
     return reshape(input, *args)
 
 
-def view_as(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
+def view_as(input: Tensor, other: Tensor) -> Tensor:
     """``input`` reshaped to ``other.shape``."""
     return reshape(input, other.shape)
 
 
-def reshape_as(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
+def reshape_as(input: Tensor, other: Tensor) -> Tensor:
     """``input`` reshaped to ``other.shape``."""
     return reshape(input, other.shape)
 
 
-def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:  # noqa: A002
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dimensions ``start_dim..end_dim`` (inclusive) into one; a 0-d input becomes 1-D.
 
     Raises:
@@ -151,10 +154,10 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:  # 
     if s > e:
         raise OpError(f"flatten() has invalid args: start_dim {start_dim} cannot come after end_dim {end_dim}")
     shp = input.shape
-    return reshape(input, shp[:s] + (math.prod(shp[s:e + 1]),) + shp[e + 1:])
+    return reshape(input, shp[:s] + (math.prod(shp[s : e + 1]),) + shp[e + 1 :])
 
 
-def unflatten(input: Tensor, dim: int, sizes) -> Tensor:  # noqa: A002
+def unflatten(input: Tensor, dim: int, sizes) -> Tensor:
     """Split dimension ``dim`` into ``sizes`` (one ``-1`` is inferred).
 
     Raises:
@@ -162,10 +165,10 @@ def unflatten(input: Tensor, dim: int, sizes) -> Tensor:  # noqa: A002
     """
     d = _dim(dim, input.ndim)
     sizes = _infer_shape(sizes, input.shape[d], "unflatten")
-    return reshape(input, input.shape[:d] + sizes + input.shape[d + 1:])
+    return reshape(input, input.shape[:d] + sizes + input.shape[d + 1 :])
 
 
-def squeeze(input: Tensor, dim=None) -> Tensor:  # noqa: A002
+def squeeze(input: Tensor, dim=None) -> Tensor:
     """Drop size-1 dimensions: all of them, or those among ``dim`` (int or tuple); other sizes stay."""
     if dim is None:
         return reshape(input, tuple(s for s in input.shape if s != 1))
@@ -173,7 +176,7 @@ def squeeze(input: Tensor, dim=None) -> Tensor:  # noqa: A002
     return reshape(input, tuple(s for i, s in enumerate(input.shape) if not (i in dims and s == 1)))
 
 
-def unsqueeze(input: Tensor, dim: int) -> Tensor:  # noqa: A002
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """Insert a size-1 dimension at ``dim`` (in ``[-ndim-1, ndim]``)."""
     d = _dim(dim, input.ndim + 1)
     return reshape(input, input.shape[:d] + (1,) + input.shape[d:])
@@ -190,8 +193,9 @@ def permute(input: Tensor, *args, dims=None) -> Tensor:
         args = _keyword_sizes("permute", "dims", args, dims)
     dims = _shape_args(args)
     if len(dims) != input.ndim:
-        raise ShapeError(f"permute: number of dims {len(dims)} doesn't match the tensor's {input.ndim} "
-                         f"(shape {list(input.shape)})")
+        raise ShapeError(
+            f"permute: number of dims {len(dims)} doesn't match the tensor's {input.ndim} (shape {list(input.shape)})"
+        )
     nd = tuple(_dim(d, input.ndim) for d in dims)
     if len(set(nd)) != len(nd):
         raise OpError(f"permute: repeated dim in {tuple(dims)}")
@@ -200,7 +204,7 @@ def permute(input: Tensor, *args, dims=None) -> Tensor:
     return _apply(R["permute"], (input,), (nd,))
 
 
-def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:  # noqa: A002
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap dimensions ``dim0`` and ``dim1``."""
     if input.ndim == 0:
         _dim(dim0, 0), _dim(dim1, 0)
@@ -219,7 +223,7 @@ def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
     return transpose(input, axis0, axis1)
 
 
-def t(input: Tensor) -> Tensor:  # noqa: A002
+def t(input: Tensor) -> Tensor:
     """Transpose of a matrix (0-D and 1-D tensors are returned as they are).
 
     Raises:
@@ -230,7 +234,7 @@ def t(input: Tensor) -> Tensor:  # noqa: A002
     return transpose(input, 0, 1) if input.ndim == 2 else reshape(input, input.shape)
 
 
-def movedim(input: Tensor, source, destination) -> Tensor:  # noqa: A002
+def movedim(input: Tensor, source, destination) -> Tensor:
     """Move dimension(s) ``source`` to position(s) ``destination``; the others keep their order."""
     src = [source] if isinstance(source, builtins.int) else list(source)
     dst = [destination] if isinstance(destination, builtins.int) else list(destination)
@@ -259,21 +263,27 @@ def expand(input: Tensor, *args, size=None) -> Tensor:
         args = _keyword_sizes("expand", "size", args, size)
     sizes = tuple(builtins.int(s) for s in _shape_args(args))
     if len(sizes) < input.ndim:
-        raise ShapeError(f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to "
-                         f"the number of dimensions in the tensor ({input.ndim})")
+        raise ShapeError(
+            f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to "
+            f"the number of dimensions in the tensor ({input.ndim})"
+        )
     lead = len(sizes) - input.ndim
     shp = (1,) * lead + input.shape
     out = []
     for i, (s, cur) in enumerate(zip(sizes, shp)):
         if s == -1:
             if i < lead:
-                raise ShapeError(f"expand: the expanded size -1 isn't allowed in a leading, non-existing "
-                                 f"dimension {i}; target sizes {list(sizes)}, tensor shape {list(input.shape)}")
+                raise ShapeError(
+                    f"expand: the expanded size -1 isn't allowed in a leading, non-existing "
+                    f"dimension {i}; target sizes {list(sizes)}, tensor shape {list(input.shape)}"
+                )
             s = cur
         if s < 0 or (cur != 1 and cur != s):
-            raise ShapeError(f"expand: the expanded size of the tensor ({s}) must match the existing size "
-                             f"({cur}) at non-singleton dimension {i}; target sizes {list(sizes)}, tensor "
-                             f"shape {list(input.shape)}")
+            raise ShapeError(
+                f"expand: the expanded size of the tensor ({s}) must match the existing size "
+                f"({cur}) at non-singleton dimension {i}; target sizes {list(sizes)}, tensor "
+                f"shape {list(input.shape)}"
+            )
         out.append(s)
     out = tuple(out)
     if out == input.shape:
@@ -281,12 +291,12 @@ def expand(input: Tensor, *args, size=None) -> Tensor:
     return _apply(R["expand"], (input,), (out,))
 
 
-def broadcast_to(input: Tensor, size) -> Tensor:  # noqa: A002
+def broadcast_to(input: Tensor, size) -> Tensor:
     """``input`` broadcast to ``size`` (see :func:`expand`)."""
     return expand(input, *size)
 
 
-def expand_as(input: Tensor, other: Tensor) -> Tensor:  # noqa: A002
+def expand_as(input: Tensor, other: Tensor) -> Tensor:
     """``input`` expanded to ``other.shape``."""
     return expand(input, *other.shape)
 
@@ -325,8 +335,9 @@ def repeat(input: Tensor, *args, repeats=None) -> Tensor:
         args = _keyword_sizes("repeat", "repeats", args, repeats)
     sizes = tuple(builtins.int(s) for s in _shape_args(args))
     if len(sizes) < input.ndim:
-        raise ShapeError(f"repeat: number of repeat dims ({len(sizes)}) can not be smaller than number of "
-                         f"tensor dims ({input.ndim})")
+        raise ShapeError(
+            f"repeat: number of repeat dims ({len(sizes)}) can not be smaller than number of tensor dims ({input.ndim})"
+        )
     _check_reps(sizes, "repeat")
     return _apply(R["tile"], (input,), (sizes,))
 
@@ -347,8 +358,7 @@ def tile(input: Tensor, *args, dims=None) -> Tensor:
     return _apply(R["tile"], (input,), (dims,))
 
 
-def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *,
-                      output_size: int | None = None) -> Tensor:
+def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *, output_size: int | None = None) -> Tensor:
     """Repeat each element ``repeats`` times (int, or one count per element) along ``dim``.
 
     With ``dim=None`` the input is flattened first. Counts given as a tensor are read eagerly. Called with the
@@ -366,8 +376,10 @@ def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *,
     if repeats is None:
         counts = _t(input)
         if counts.ndim != 1 or counts.dtype.is_floating_point or counts.dtype is D.bool_:
-            raise ShapeError(f"repeat_interleave(repeats): repeats must be a 1-D integer tensor, got "
-                             f"{counts.dtype} of shape {list(counts.shape)}")
+            raise ShapeError(
+                f"repeat_interleave(repeats): repeats must be a 1-D integer tensor, got "
+                f"{counts.dtype} of shape {list(counts.shape)}"
+            )
         return repeat_interleave(arange(counts.shape[0], dtype=counts.dtype), counts, 0, output_size=output_size)
     if isinstance(repeats, Tensor):
         repeats = repeats.item() if repeats.ndim == 0 else tuple(repeats.tolist())
@@ -377,23 +389,31 @@ def repeat_interleave(input: Tensor, repeats=None, dim: int | None = None, *,
     reps = repeats if isinstance(repeats, tuple) else (repeats,)
     _check_reps(reps, "repeat_interleave")
     if isinstance(repeats, tuple) and len(repeats) not in (1, n):
-        raise ShapeError(f"repeat_interleave: repeats must have the same size as input along dim ({n}), "
-                         f"got {len(repeats)}")
+        raise ShapeError(
+            f"repeat_interleave: repeats must have the same size as input along dim ({n}), got {len(repeats)}"
+        )
     if isinstance(repeats, tuple) and len(repeats) == 1:
         repeats = repeats[0]
     if output_size is not None:
         total = builtins.sum(repeats) if isinstance(repeats, tuple) else builtins.int(repeats) * n
         if builtins.int(output_size) != total:
-            raise ShapeError(f"repeat_interleave: output_size={output_size} does not match the result's size "
-                             f"{total} along the repeated dimension")
-    return _apply(R["repeat_interleave"], (input,), (builtins.int(repeats) if not isinstance(repeats, tuple)
-                                                      else repeats, None if dim is None else _dim(dim, input.ndim)))
+            raise ShapeError(
+                f"repeat_interleave: output_size={output_size} does not match the result's size "
+                f"{total} along the repeated dimension"
+            )
+    return _apply(
+        R["repeat_interleave"],
+        (input,),
+        (
+            builtins.int(repeats) if not isinstance(repeats, tuple) else repeats,
+            None if dim is None else _dim(dim, input.ndim),
+        ),
+    )
 
 
 def _tensor_list(tensors, what):
     if isinstance(tensors, Tensor):
-        raise OpError(f"{what} expects a list or tuple of tensors, got a single Tensor of shape "
-                      f"{list(tensors.shape)}")
+        raise OpError(f"{what} expects a list or tuple of tensors, got a single Tensor of shape {list(tensors.shape)}")
     ts = [_t(x) for x in tensors]
     if not ts:
         raise OpError(f"{what} expects a non-empty list of tensors")
@@ -418,8 +438,9 @@ def cat(tensors, dim: int = 0) -> Tensor:
     d = _dim(dim, nd)
     for x in ts:
         if x.ndim != nd or builtins.any(a != b for i, (a, b) in enumerate(zip(x.shape, ts[0].shape)) if i != d):
-            raise ShapeError(f"cat: sizes of tensors must match except in dimension {d}; got shapes "
-                             f"{[list(y.shape) for y in ts]}")
+            raise ShapeError(
+                f"cat: sizes of tensors must match except in dimension {d}; got shapes {[list(y.shape) for y in ts]}"
+            )
     if len(ts) == 1:
         return clone(ts[0])
     return _apply(R["cat"], tuple(ts), (d,))
@@ -443,8 +464,7 @@ def stack(tensors, dim: int = 0) -> Tensor:
     ts = _tensor_list(tensors, "stack")
     for x in ts:
         if x.shape != ts[0].shape:
-            raise ShapeError(f"stack expects each tensor to be equal size, got shapes "
-                             f"{[list(y.shape) for y in ts]}")
+            raise ShapeError(f"stack expects each tensor to be equal size, got shapes {[list(y.shape) for y in ts]}")
     return _apply(R["stack"], tuple(ts), (_dim(dim, ts[0].ndim + 1),))
 
 
@@ -478,13 +498,15 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple:
     else:
         sizes = [builtins.int(s) for s in split_size_or_sections]
         if builtins.sum(sizes) != n or builtins.any(s < 0 for s in sizes):
-            raise ShapeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size "
-                             f"at dimension {d}), but got split_sizes={sizes}")
+            raise ShapeError(
+                f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size "
+                f"at dimension {d}), but got split_sizes={sizes}"
+            )
     out = _apply(R["split"], (tensor,), (tuple(sizes), d))
     return out if isinstance(out, tuple) else (out,)
 
 
-def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:  # noqa: A002
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
     """Split into ``chunks`` pieces of ``ceil(size / chunks)`` (fewer pieces when that covers the dimension).
 
     Raises:
@@ -496,8 +518,7 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:  # noqa: A002
     return split(input, builtins.max(1, math.ceil(n / chunks)), dim)
 
 
-def tensor_split(input: Tensor, indices_or_sections=None, dim: int = 0, *, sections=None,
-                 indices=None) -> tuple:
+def tensor_split(input: Tensor, indices_or_sections=None, dim: int = 0, *, sections=None, indices=None) -> tuple:
     """Split into ``n`` nearly equal pieces (an int: the first ``size % n`` get one more), or at the listed indices.
 
     Args:
@@ -511,8 +532,9 @@ def tensor_split(input: Tensor, indices_or_sections=None, dim: int = 0, *, secti
     """
     given = [v for v in (indices_or_sections, sections, indices) if v is not None]
     if len(given) != 1:
-        raise TypeError("tensor_split() takes exactly one of indices_or_sections, sections= or indices=, got "
-                        f"{len(given)}")
+        raise TypeError(
+            f"tensor_split() takes exactly one of indices_or_sections, sections= or indices=, got {len(given)}"
+        )
     spec = given[0]
     if isinstance(spec, Tensor):
         spec = spec.tolist()
@@ -531,7 +553,7 @@ def tensor_split(input: Tensor, indices_or_sections=None, dim: int = 0, *, secti
     return tuple(narrow(input, d, builtins.min(s, n), sz) for s, sz in zip(starts, sizes))
 
 
-def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:  # noqa: A002
+def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
     """The slice ``start : start + length`` along ``dim``.
 
     Raises:
@@ -546,7 +568,7 @@ def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:  # noqa:
     return input[(slice(None),) * d + (slice(start, start + length),)]
 
 
-def unbind(input: Tensor, dim: int = 0) -> tuple:  # noqa: A002
+def unbind(input: Tensor, dim: int = 0) -> tuple:
     """The slices along ``dim``, each without that dimension."""
     d = _dim(dim, input.ndim)
     if input.shape[d] == 0:
@@ -565,21 +587,21 @@ def flip(input: Tensor, *args, dims=None) -> Tensor:
     return _apply(R["flip"], (input,), (_dims(tuple(dims), input.ndim) or (),))
 
 
-def fliplr(input: Tensor) -> Tensor:  # noqa: A002
+def fliplr(input: Tensor) -> Tensor:
     """Reverse dimension 1 (needs at least 2 dims)."""
     if input.ndim < 2:
         raise ShapeError(f"fliplr: input must be >= 2-d, got shape {list(input.shape)}")
     return flip(input, (1,))
 
 
-def flipud(input: Tensor) -> Tensor:  # noqa: A002
+def flipud(input: Tensor) -> Tensor:
     """Reverse dimension 0 (needs at least 1 dim)."""
     if input.ndim < 1:
         raise ShapeError("flipud: input must be >= 1-d, got a 0-d tensor")
     return flip(input, (0,))
 
 
-def roll(input: Tensor, shifts, dims=None) -> Tensor:  # noqa: A002
+def roll(input: Tensor, shifts, dims=None) -> Tensor:
     """Shift elements circularly by ``shifts`` along ``dims`` (the flattened tensor when ``dims`` is None).
 
     Raises:
@@ -599,5 +621,3 @@ def roll(input: Tensor, shifts, dims=None) -> Tensor:  # noqa: A002
     if input.ndim == 0:
         return reshape(input, ())
     return _apply(R["roll"], (input,), (shifts, tuple(_dim(d, input.ndim) for d in dims)))
-
-

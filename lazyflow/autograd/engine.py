@@ -91,8 +91,12 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
                 )
         entry = node.entry
         if create_graph:
-            outs = interp.apply(entry.bwd_op(node.diff), tuple(node.inputs) + tuple(
-                None if g is None else (g if hasattr(g, "_value") else _make(g, None)) for g in gs), ())
+            outs = interp.apply(
+                entry.bwd_op(node.diff),
+                tuple(node.inputs)
+                + tuple(None if g is None else (g if hasattr(g, "_value") else _make(g, None)) for g in gs),
+                (),
+            )
             if not isinstance(outs, tuple):
                 outs = (outs,)
         else:

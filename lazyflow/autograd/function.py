@@ -20,30 +20,33 @@ def _root_grads(outputs, grad_outputs, create_graph):
             if o.numel() != 1:
                 raise AutogradError(
                     f"grad can be implicitly created only for scalar outputs; output {i} has shape "
-                    f"{list(o.shape)}: pass gradient= (or grad_outputs=) with that shape")
+                    f"{list(o.shape)}: pass gradient= (or grad_outputs=) with that shape"
+                )
             g = _make(jnp.ones_like(o._value))
         else:
             g = g if isinstance(g, Tensor) else _make(owned_array(g, copy=False))
             if g.shape != o.shape:
-                raise AutogradError(f"gradient has shape {list(g.shape)} but the output has shape "
-                                    f"{list(o.shape)}")
+                raise AutogradError(f"gradient has shape {list(g.shape)} but the output has shape {list(o.shape)}")
             if g.dtype is not o.dtype:
                 g = g.to(o.dtype)
         gs.append(g if create_graph else g._value)
     return gs
 
 
-def backward(tensors, grad_tensors=None, retain_graph: bool | None = None, create_graph: bool = False,
-             inputs=None) -> None:
+def backward(
+    tensors, grad_tensors=None, retain_graph: bool | None = None, create_graph: bool = False, inputs=None
+) -> None:
     """Accumulate gradients of ``tensors`` into the leaves' ``.grad`` (``torch.autograd.backward``)."""
     outs = [tensors] if isinstance(tensors, Tensor) else list(tensors)
     if grad_tensors is not None and isinstance(grad_tensors, Tensor):
         grad_tensors = [grad_tensors]
     for o in outs:
         if not o._rg:
-            raise AutogradError("element 0 of tensors does not require grad and does not have a grad_fn: "
-                                "nothing to differentiate (did you forget requires_grad=True, or run under "
-                                "lf.no_grad()?)")
+            raise AutogradError(
+                "element 0 of tensors does not require grad and does not have a grad_fn: "
+                "nothing to differentiate (did you forget requires_grad=True, or run under "
+                "lf.no_grad()?)"
+            )
     retain = create_graph if retain_graph is None else retain_graph
     gs = _root_grads(outs, grad_tensors, create_graph)
     if inputs is not None:
@@ -59,8 +62,15 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None, creat
     run_backward(outs, gs, retain_graph=retain, create_graph=create_graph)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,
-         allow_unused: bool | None = None, materialize_grads: bool = False):
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    allow_unused: bool | None = None,
+    materialize_grads: bool = False,
+):
     """Gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``
     (``torch.autograd.grad``).
 
@@ -92,11 +102,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
                 res.append(_make(jnp.zeros_like(t._value)))
                 continue
             if not allow_unused:
-                raise AutogradError(f"input {i} (shape {list(t.shape)}) was not used in the graph; pass "
-                                    "allow_unused=True to get None for it")
+                raise AutogradError(
+                    f"input {i} (shape {list(t.shape)}) was not used in the graph; pass "
+                    "allow_unused=True to get None for it"
+                )
             res.append(None)
         else:
             res.append(g if isinstance(g, Tensor) else _make(g, t._meta))
     return tuple(res)
-
-

@@ -36,5 +36,4 @@ class Node:
     def next_functions(self):
         if self.inputs is None:
             return ()
-        return tuple(e if e is not None else (None, 0) for a, e in zip(self.inputs, self.edges)
-                     if hasattr(a, "_node"))
+        return tuple(e if e is not None else (None, 0) for a, e in zip(self.inputs, self.edges) if hasattr(a, "_node"))

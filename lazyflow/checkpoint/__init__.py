@@ -13,5 +13,17 @@ from ._meta import FORMAT_VERSION, SavedSharding, TensorInfo, inspect
 from ._save import SaveHandle, save
 from .manager import CheckpointManager
 
-__all__ = ["save", "load", "load_tensors", "inspect", "CheckpointManager", "SaveHandle", "TensorInfo",
-           "SavedSharding", "FORMAT_VERSION", "add_safe_globals", "get_safe_globals", "clear_safe_globals"]
+__all__ = [
+    "save",
+    "load",
+    "load_tensors",
+    "inspect",
+    "CheckpointManager",
+    "SaveHandle",
+    "TensorInfo",
+    "SavedSharding",
+    "FORMAT_VERSION",
+    "add_safe_globals",
+    "get_safe_globals",
+    "clear_safe_globals",
+]

@@ -21,12 +21,38 @@ from .._core import dtypes as D
 from .._core.device import Device
 from .._core.errors import CheckpointUnpicklingError
 
-__all__ = ["GLOBALS", "CALLS", "BadArguments", "allowed_globals", "add_safe_globals", "get_safe_globals",
-           "clear_safe_globals", "user_object", "user_global", "is_value", "numeric_dtype", "short"]
+__all__ = [
+    "GLOBALS",
+    "CALLS",
+    "BadArguments",
+    "allowed_globals",
+    "add_safe_globals",
+    "get_safe_globals",
+    "clear_safe_globals",
+    "user_object",
+    "user_global",
+    "is_value",
+    "numeric_dtype",
+    "short",
+]
 
 _LF_DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
-_NUMPY_SCALARS = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-                  np.float16, np.float32, np.float64, np.complex64, np.complex128)
+_NUMPY_SCALARS = (
+    np.bool_,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.uint8,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.float16,
+    np.float32,
+    np.float64,
+    np.complex64,
+    np.complex128,
+)
 # numpy scalar types of lazyflow dtypes that numpy itself does not define (ml_dtypes' bfloat16)
 _EXTRA_SCALARS = tuple(t for t in (D.to_dtype(n).np.type for n in _LF_DTYPE_NAMES) if t not in _NUMPY_SCALARS)
 _DTYPE_CODE = re.compile(r"[<>|=]?[A-Za-z]{1,16}[0-9]{0,3}")  # 'f4', '<i8', 'float32': no fields, no shape
@@ -44,8 +70,12 @@ def short(x: Any) -> str:
 
 def numeric_dtype(dt: Any) -> TypeGuard[np.dtype]:
     """Whether ``dt`` is a plain numeric numpy dtype (bool, ints, floats, complex, lazyflow's bfloat16)."""
-    return isinstance(dt, np.dtype) and dt.names is None and dt.subdtype is None and (
-        dt.kind in "biufc" or dt.type in _EXTRA_SCALARS)
+    return (
+        isinstance(dt, np.dtype)
+        and dt.names is None
+        and dt.subdtype is None
+        and (dt.kind in "biufc" or dt.type in _EXTRA_SCALARS)
+    )
 
 
 def _is_int(x: Any) -> bool:
@@ -58,10 +88,18 @@ def _need(ok: bool, what: str, args: tuple) -> None:
 
 
 def _dtype(*args):
-    _need(1 <= len(args) <= 3 and (type(args[0]) is str and _DTYPE_CODE.fullmatch(args[0]) is not None
-                                   or any(args[0] is t for t in _EXTRA_SCALARS))
-          and all(a is False or a is True for a in args[1:]) and (len(args) < 2 or args[1] is False),
-          "numpy.dtype", args)
+    _need(
+        1 <= len(args) <= 3
+        and (
+            type(args[0]) is str
+            and _DTYPE_CODE.fullmatch(args[0]) is not None
+            or any(args[0] is t for t in _EXTRA_SCALARS)
+        )
+        and all(a is False or a is True for a in args[1:])
+        and (len(args) < 2 or args[1] is False),
+        "numpy.dtype",
+        args,
+    )
     # copy=True: a BUILD then changes this object, never numpy's singleton. The ignore: pyright keeps the
     # len(args) == 0 branch of _need's argument alive past the call, though _need raised for it.
     dt = np.dtype(args[0], False, True)  # pyright: ignore[reportGeneralTypeIssues]
@@ -70,8 +108,11 @@ def _dtype(*args):
 
 
 def _scalar(*args):
-    _need(len(args) == 2 and numeric_dtype(args[0]) and type(args[1]) is bytes and len(args[1]) == args[0].itemsize,
-          "numpy scalar", args)
+    _need(
+        len(args) == 2 and numeric_dtype(args[0]) and type(args[1]) is bytes and len(args[1]) == args[0].itemsize,
+        "numpy scalar",
+        args,
+    )
     return np.frombuffer(args[1], dtype=args[0])[0]
 
 
@@ -81,14 +122,25 @@ def _ordered_dict(*args):
 
 
 def _defaultdict(*args):
-    _need(len(args) == 1 and (args[0] is None or is_value(args[0]) or user_object(args[0])),
-          "collections.defaultdict", args)
+    _need(
+        len(args) == 1 and (args[0] is None or is_value(args[0]) or user_object(args[0])),
+        "collections.defaultdict",
+        args,
+    )
     return collections.defaultdict(args[0])
 
 
 def _deque(*args):
-    _need(args == () or (len(args) == 2 and type(args[0]) in (list, tuple)
-                         and (args[1] is None or type(args[1]) is int and args[1] >= 0)), "collections.deque", args)
+    _need(
+        args == ()
+        or (
+            len(args) == 2
+            and type(args[0]) in (list, tuple)
+            and (args[1] is None or type(args[1]) is int and args[1] >= 0)
+        ),
+        "collections.deque",
+        args,
+    )
     return collections.deque(*args)
 
 
@@ -118,8 +170,11 @@ def _to_dtype(*args):
 
 
 def _device(*args):
-    _need(1 <= len(args) <= 2 and type(args[0]) is str and (len(args) == 1 or args[1] is None or type(args[1]) is int),
-          "lazyflow._core.device.Device", args)
+    _need(
+        1 <= len(args) <= 2 and type(args[0]) is str and (len(args) == 1 or args[1] is None or type(args[1]) is int),
+        "lazyflow._core.device.Device",
+        args,
+    )
     return Device(*args)
 
 
@@ -139,9 +194,27 @@ _ARGS_DOC = {
 
 # (module, name) -> the object a weights_only load pushes for it. Only these names resolve, exactly as listed.
 GLOBALS: dict[tuple[str, str], Any] = {
-    **{("builtins", n): getattr(builtins, n) for n in (
-        "set", "frozenset", "slice", "range", "complex", "bytearray", "bytes", "int", "float", "bool", "str",
-        "tuple", "list", "dict", "Ellipsis", "NotImplemented")},
+    **{
+        ("builtins", n): getattr(builtins, n)
+        for n in (
+            "set",
+            "frozenset",
+            "slice",
+            "range",
+            "complex",
+            "bytearray",
+            "bytes",
+            "int",
+            "float",
+            "bool",
+            "str",
+            "tuple",
+            "list",
+            "dict",
+            "Ellipsis",
+            "NotImplemented",
+        )
+    },
     ("collections", "OrderedDict"): collections.OrderedDict,
     ("collections", "defaultdict"): collections.defaultdict,
     ("collections", "deque"): collections.deque,
@@ -155,11 +228,22 @@ GLOBALS: dict[tuple[str, str], Any] = {
 _VALUE_IDS = {id(v) for v in GLOBALS.values()}
 
 # what REDUCE may call: id(allowlisted object) -> (the object, a constructor that checks its arguments)
-CALLS: dict[int, tuple[Any, Callable]] = {id(obj): (obj, fn) for obj, fn in (
-    (np.dtype, _dtype), (_scalar, _scalar), (collections.OrderedDict, _ordered_dict),
-    (collections.defaultdict, _defaultdict), (collections.deque, _deque), (builtins.bytearray, _bytearray),
-    (builtins.slice, _slice), (builtins.range, _range), (builtins.complex, _complex), (D.to_dtype, _to_dtype),
-    (Device, _device))}
+CALLS: dict[int, tuple[Any, Callable]] = {
+    id(obj): (obj, fn)
+    for obj, fn in (
+        (np.dtype, _dtype),
+        (_scalar, _scalar),
+        (collections.OrderedDict, _ordered_dict),
+        (collections.defaultdict, _defaultdict),
+        (collections.deque, _deque),
+        (builtins.bytearray, _bytearray),
+        (builtins.slice, _slice),
+        (builtins.range, _range),
+        (builtins.complex, _complex),
+        (D.to_dtype, _to_dtype),
+        (Device, _device),
+    )
+}
 
 _user_allowed: dict[str, Any] = {}  # "module.qualname" -> object
 _user_ids: dict[int, Any] = {}  # id -> object, for identity checks
@@ -207,7 +291,8 @@ def add_safe_globals(safe_globals: Iterable[Any]) -> None:
             name = f"{mod}.{qual}" if isinstance(mod, str) and isinstance(qual, str) else None
         if not isinstance(name, str) or "." not in name.strip("."):
             raise CheckpointUnpicklingError(
-                f"add_safe_globals expects classes or functions, or (object, 'module.qualname') pairs, got {g!r}")
+                f"add_safe_globals expects classes or functions, or (object, 'module.qualname') pairs, got {g!r}"
+            )
         _user_allowed[name] = obj
         _user_ids[id(obj)] = obj
 

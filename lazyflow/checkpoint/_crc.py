@@ -12,8 +12,7 @@ from .._core import dtypes as D
 from .._core.errors import CheckpointError
 from ._allowlist import numeric_dtype
 
-__all__ = ["CRC_CHUNK", "executor", "crc_chunks", "crc_many", "crc_list", "batches", "dtype_from_name",
-           "bytes_view"]
+__all__ = ["CRC_CHUNK", "executor", "crc_chunks", "crc_many", "crc_list", "batches", "dtype_from_name", "bytes_view"]
 
 CRC_CHUNK = 16 << 20  # one CRC per this many bytes of a tensor
 _PAR_MIN = 4 << 20  # below this many bytes in total, checksums run in the calling thread
@@ -26,8 +25,9 @@ def executor() -> concurrent.futures.ThreadPoolExecutor:
     """The process-wide checksum thread pool (created on first use)."""
     global _pool
     if _pool is None:
-        _pool = concurrent.futures.ThreadPoolExecutor(max(2, min(4, os.cpu_count() or 2)),
-                                                      thread_name_prefix="lazyflow-crc")
+        _pool = concurrent.futures.ThreadPoolExecutor(
+            max(2, min(4, os.cpu_count() or 2)), thread_name_prefix="lazyflow-crc"
+        )
     return _pool
 
 
@@ -41,8 +41,10 @@ def bytes_view(a: np.ndarray) -> np.ndarray:
 def crc_chunks(a: np.ndarray) -> list[int]:
     """CRC-32 of each ``CRC_CHUNK``-byte chunk of ``a``'s bytes (C order)."""
     b = bytes_view(a)
-    return [zlib.crc32(b[i:i + CRC_CHUNK])  # pyright: ignore[reportArgumentType]
-            for i in range(0, max(len(b), 1), CRC_CHUNK)]
+    return [
+        zlib.crc32(b[i : i + CRC_CHUNK])  # pyright: ignore[reportArgumentType]
+        for i in range(0, max(len(b), 1), CRC_CHUNK)
+    ]
 
 
 def crc_list(flat: np.ndarray, spans) -> list[int]:
@@ -68,7 +70,7 @@ def batches(spans, target: int = _BATCH) -> list[list]:
 def crc_many(arrays: list[np.ndarray]) -> list[list[int]]:
     """:func:`crc_chunks` of each array, in batched jobs over a thread pool (zlib releases the GIL)."""
     views = [bytes_view(a) for a in arrays]
-    pieces = [(i, v[lo:lo + CRC_CHUNK]) for i, v in enumerate(views) for lo in range(0, max(len(v), 1), CRC_CHUNK)]
+    pieces = [(i, v[lo : lo + CRC_CHUNK]) for i, v in enumerate(views) for lo in range(0, max(len(v), 1), CRC_CHUNK)]
     out: list[list[int]] = [[] for _ in views]
     if sum(len(v) for v in views) < _PAR_MIN:
         for i, piece in pieces:
@@ -99,13 +101,15 @@ def dtype_from_name(name: str) -> np.dtype:
     """
     try:
         return D.to_dtype(name).np
-    except Exception:  # noqa: BLE001 - not a lazyflow name
+    except Exception:
         pass
     try:
         dt = np.dtype(name)
-    except Exception:  # noqa: BLE001 - TypeError, ValueError, SyntaxError for a malformed string
+    except Exception:
         dt = None
     if not numeric_dtype(dt):
-        raise CheckpointError(f"the checkpoint stores the dtype {name!r}; expected a lazyflow dtype name or a numeric "
-                              "numpy dtype string such as '<f4'")
+        raise CheckpointError(
+            f"the checkpoint stores the dtype {name!r}; expected a lazyflow dtype name or a numeric "
+            "numpy dtype string such as '<f4'"
+        )
     return dt

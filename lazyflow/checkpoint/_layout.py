@@ -29,8 +29,23 @@ from typing import TypeVar
 
 from .._core.errors import CheckpointError
 
-__all__ = ["POINTER", "FORMAT_NAME", "Transaction", "Follower", "as_path", "resolve", "read_pointer", "current_name",
-           "cleanup", "leftovers", "path_lock", "fsync_tree", "wait_for_cleanups", "staging_prefix", "retrying"]
+__all__ = [
+    "POINTER",
+    "FORMAT_NAME",
+    "Transaction",
+    "Follower",
+    "as_path",
+    "resolve",
+    "read_pointer",
+    "current_name",
+    "cleanup",
+    "leftovers",
+    "path_lock",
+    "fsync_tree",
+    "wait_for_cleanups",
+    "staging_prefix",
+    "retrying",
+]
 
 POINTER = "LAZYFLOW_CHECKPOINT"
 FORMAT_NAME = "lazyflow.checkpoint"
@@ -60,8 +75,10 @@ def as_path(path, what: str) -> str:
         CheckpointError: ``path`` is not a ``str``/``os.PathLike`` (an open file, a BytesIO...).
     """
     if not isinstance(path, (str, os.PathLike)):
-        raise CheckpointError(f"{what} expects a directory path (str or os.PathLike), got {type(path).__name__}; "
-                              "lazyflow checkpoints are directories, not file objects")
+        raise CheckpointError(
+            f"{what} expects a directory path (str or os.PathLike), got {type(path).__name__}; "
+            "lazyflow checkpoints are directories, not file objects"
+        )
     return os.path.abspath(os.fspath(path))
 
 
@@ -74,7 +91,7 @@ def _pid_of(name: str) -> int | None:
     for marker in (_VERSION_PREFIX, _TMP_MARK, _POINTER_TMP):
         i = name.find(marker)
         if i == 0 or (marker == _TMP_MARK and i > 0):
-            head = name[i + len(marker):].split("-", 1)[0]
+            head = name[i + len(marker) :].split("-", 1)[0]
             return int(head) if head.isdigit() else None
     return None
 
@@ -152,8 +169,10 @@ def read_pointer(path: str) -> dict:
     if not os.path.exists(path):
         raise CheckpointError(f"no checkpoint at '{path}': the path does not exist")
     if not os.path.isdir(path):
-        raise CheckpointError(f"'{path}' is a file, not a lazyflow checkpoint directory (lf.save writes a "
-                              f"directory with a {POINTER} file)")
+        raise CheckpointError(
+            f"'{path}' is a file, not a lazyflow checkpoint directory (lf.save writes a "
+            f"directory with a {POINTER} file)"
+        )
     ptr = os.path.join(path, POINTER)
     try:
         with open(ptr, "rb") as f:
@@ -164,7 +183,8 @@ def read_pointer(path: str) -> dict:
         raise CheckpointError(
             f"'{path}' is not a complete lazyflow checkpoint: its pointer file {POINTER} is missing (the "
             f"directory holds: {shown or 'nothing'}); it is a foreign directory or the leftover of a save "
-            "that never completed") from None
+            "that never completed"
+        ) from None
     try:
         info = json.loads(raw.decode("utf-8"))
         if info.get("format") != FORMAT_NAME:
@@ -212,18 +232,19 @@ def resolve(path: str, format_version: int) -> str:
     if info["version"] > format_version:
         raise CheckpointError(
             f"'{path}' has checkpoint format version {info['version']}, newer than the versions this lazyflow "
-            f"reads (<= {format_version}); upgrade lazyflow to load it")
+            f"reads (<= {format_version}); upgrade lazyflow to load it"
+        )
     name = info["current"]
     if "/" in name or name in ("", ".", ".."):
         raise CheckpointError(f"'{path}': the pointer file names an invalid version directory {name!r}")
     vdir = os.path.join(path, name)
     if not os.path.isdir(vdir):
-        raise CheckpointError(f"'{path}' is damaged: the version directory '{name}' named by {POINTER} is "
-                              "missing")
+        raise CheckpointError(f"'{path}' is damaged: the version directory '{name}' named by {POINTER} is missing")
     meta = os.path.join(vdir, _store.META, _store.META_FILE)
     if not os.path.isfile(meta):
-        raise CheckpointError(f"'{path}' is damaged: the metadata file '{name}/{_store.META}/"
-                              f"{_store.META_FILE}' is missing")
+        raise CheckpointError(
+            f"'{path}' is damaged: the metadata file '{name}/{_store.META}/{_store.META_FILE}' is missing"
+        )
     return vdir
 
 
@@ -246,12 +267,15 @@ class Transaction:
             if not _reusable(self.path):
                 raise CheckpointError(
                     f"refusing to save to '{path}': it is a non-empty directory that is not a lazyflow "
-                    "checkpoint; remove it or choose another path")
+                    "checkpoint; remove it or choose another path"
+                )
             self.staging = None  # in place: new version dir inside path, then the pointer switches
             self.version_dir = os.path.join(self.path, self.name)
         elif os.path.exists(self.path):
-            raise CheckpointError(f"refusing to save to '{path}': it is an existing file (lf.save writes a "
-                                  "directory); remove it or choose another path")
+            raise CheckpointError(
+                f"refusing to save to '{path}': it is an existing file (lf.save writes a "
+                "directory); remove it or choose another path"
+            )
         else:
             parent, base = os.path.split(self.path)
             if not os.path.isdir(parent):
@@ -275,8 +299,10 @@ class Transaction:
             try:
                 os.rename(self.staging, self.path)
             except OSError as e:
-                raise CheckpointError(f"could not move the new checkpoint into place at '{self.path}' "
-                                      f"({e}); another process may have created it meanwhile") from e
+                raise CheckpointError(
+                    f"could not move the new checkpoint into place at '{self.path}' "
+                    f"({e}); another process may have created it meanwhile"
+                ) from e
             self.switched = True
             fsync_path(os.path.dirname(self.path))
         self.release()
@@ -301,8 +327,11 @@ class Transaction:
         targets = [self.staging] if self.staging else [self.version_dir]
         try:
             if not self.staging and os.path.isdir(self.path):  # orbax's temporary siblings of the version
-                targets += [os.path.join(self.path, p) for p in os.listdir(self.path)
-                            if p.startswith(self.name) and os.path.join(self.path, p) != self.version_dir]
+                targets += [
+                    os.path.join(self.path, p)
+                    for p in os.listdir(self.path)
+                    if p.startswith(self.name) and os.path.join(self.path, p) != self.version_dir
+                ]
         except OSError as e:
             return [f"{self.path}: {e.strerror or e}"]
         return [why for why in map(_remove, targets) if why]

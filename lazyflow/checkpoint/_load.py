@@ -22,12 +22,16 @@ __all__ = ["load", "load_tensors"]
 def _placement(e: dict, info: TensorInfo, map_location, sharding, where: str):
     """The jax Device or Sharding a saved tensor goes to."""
     if sharding is not None:
-        s = sharding(info.key, info) if callable(sharding) and not isinstance(sharding, jax.sharding.Sharding) \
+        s = (
+            sharding(info.key, info)
+            if callable(sharding) and not isinstance(sharding, jax.sharding.Sharding)
             else sharding
+        )
         if s is not None:
             if not isinstance(s, (jax.sharding.Sharding, jax.Device)):
-                raise CheckpointError(f"{where}: sharding for '{info.key}' must be a jax Sharding or Device, "
-                                      f"got {type(s).__name__}")
+                raise CheckpointError(
+                    f"{where}: sharding for '{info.key}' must be a jax Sharding or Device, got {type(s).__name__}"
+                )
             return s
     if map_location is not None:
         if isinstance(map_location, Mapping):
@@ -36,8 +40,10 @@ def _placement(e: dict, info: TensorInfo, map_location, sharding, where: str):
                 return _saved_placement(info, where)
             return _device(target, where, info.key)
         if callable(map_location):
-            raise CheckpointError(f"{where}: map_location as a function is not supported; pass a device, a "
-                                  "device string or a dict {saved device: device}")
+            raise CheckpointError(
+                f"{where}: map_location as a function is not supported; pass a device, a "
+                "device string or a dict {saved device: device}"
+            )
         return _device(map_location, where, info.key)
     return _saved_placement(info, where)
 
@@ -75,8 +81,10 @@ def _saved_placement(info: TensorInfo, where: str):
     try:
         return _resolve_device(info.device)
     except LazyflowError as e:
-        raise CheckpointError(f"{where}: '{info.key}' was saved on {info.device}, which does not exist "
-                              f"here ({e}); pass map_location='cpu' (or another device)") from None
+        raise CheckpointError(
+            f"{where}: '{info.key}' was saved on {info.device}, which does not exist "
+            f"here ({e}); pass map_location='cpu' (or another device)"
+        ) from None
 
 
 def _region_data(arr: jax.Array, region: tuple, shards: dict):
@@ -127,11 +135,13 @@ class _Reader:
                 groups.setdefault(st[1], []).append(r)
             elif st[0] == "array" and e["sharding"] is not None:
                 place = self._placement(r)
-                target = place if isinstance(place, jax.sharding.Sharding) else \
-                    jax.sharding.SingleDeviceSharding(place)
+                target = place if isinstance(place, jax.sharding.Sharding) else jax.sharding.SingleDeviceSharding(place)
                 args[st[1]] = _store.ocp.ArrayRestoreArgs(
-                    restore_type=jax.Array, sharding=target, global_shape=tuple(e["shape"]),
-                    dtype=dtype_from_name(e["dtype"]))
+                    restore_type=jax.Array,
+                    sharding=target,
+                    global_shape=tuple(e["shape"]),
+                    dtype=dtype_from_name(e["dtype"]),
+                )
             elif st[0] == "array":
                 n = int(e.get("nbytes", 0))
                 spans = tuple((lo, min(lo + _crc.CRC_CHUNK, n)) for lo in range(0, max(n, 1), _crc.CRC_CHUNK))
@@ -141,14 +151,16 @@ class _Reader:
                 raise CheckpointError(f"{self.where}: unknown storage {st[0]!r} for '{e['key']}'")
         for g, rs in groups.items():
             if g not in self.meta["groups"]:
-                raise CheckpointError(f"{self.where}: packed group {g!r} of '{self.entries[rs[0]]['key']}' "
-                                      "is not in the metadata")
+                raise CheckpointError(
+                    f"{self.where}: packed group {g!r} of '{self.entries[rs[0]]['key']}' is not in the metadata"
+                )
             spans = tuple((off, off + n) for _, _, off, n in (self.entries[r]["storage"] for r in rs))
             if sum(hi - lo for lo, hi in spans) * 2 >= self.meta["groups"][g]["nbytes"]:
                 args[g] = _store.HostRestoreArgs(restore_type=np.ndarray, checks=(spans,))
             else:  # a partial load of a few small tensors: read just their byte ranges
-                args[g] = _store.HostRestoreArgs(restore_type=np.ndarray, ranges=spans,
-                                                 checks=tuple(((0, hi - lo),) for lo, hi in spans))
+                args[g] = _store.HostRestoreArgs(
+                    restore_type=np.ndarray, ranges=spans, checks=tuple(((0, hi - lo),) for lo, hi in spans)
+                )
         try:
             raw = _store.read_arrays(self.vdir, args, _crc.executor)
         except LazyflowError:
@@ -156,9 +168,11 @@ class _Reader:
         except Exception as e:
             keys = [self.entries[r]["key"] for r in needed if self.entries[r]["storage"][0] != "empty"]
             shown = ", ".join(keys[:6]) + (", ..." if len(keys) > 6 else "")
-            raise CheckpointError(f"{self.where}: reading the tensor data failed for {shown} "
-                                  f"({type(e).__name__}: {e}); the checkpoint's files are damaged or "
-                                  "incomplete") from e
+            raise CheckpointError(
+                f"{self.where}: reading the tensor data failed for {shown} "
+                f"({type(e).__name__}: {e}); the checkpoint's files are damaged or "
+                "incomplete"
+            ) from e
         host = self._verify(needed, groups, owned, args, raw)
         values = self._place(needed, host, raw)
         return {i: self._wrap(i, values[roots[i]]) for i in wanted}
@@ -184,7 +198,7 @@ class _Reader:
                 flat = got.buffers[0].reshape(-1).view(np.uint8)
                 for r, crc in zip(rs, got.crcs[0]):
                     _, _, off, n = self.entries[r]["storage"]
-                    host[r] = flat[off:off + n]
+                    host[r] = flat[off : off + n]
                     check(r, [crc])
             else:  # one buffer per member
                 for r, buf, crcs in zip(rs, got.buffers, got.crcs):
@@ -196,8 +210,10 @@ class _Reader:
                 host[r] = np.empty(0, np.uint8)
             elif e["storage"][0] == "array" and e["sharding"] is not None:
                 arr = raw[e["storage"][1]]
-                shards = {tuple((s.start or 0, dim if s.stop is None else s.stop) for s, dim in
-                                zip(sh.index, arr.shape)): sh for sh in arr.addressable_shards}
+                shards = {
+                    tuple((s.start or 0, dim if s.stop is None else s.stop) for s, dim in zip(sh.index, arr.shape)): sh
+                    for sh in arr.addressable_shards
+                }
                 for region, crcs in e.get("crc", ()):
                     data = _region_data(arr, tuple(tuple(x) for x in region), shards)
                     if data is not None and _crc.crc_chunks(data) != list(crcs):
@@ -205,8 +221,10 @@ class _Reader:
                         break
         if bad:
             shown = ", ".join(f"'{k}'" for k in bad[:8]) + (", ..." if len(bad) > 8 else "")
-            raise CheckpointError(f"{self.where} is corrupted: the data of {shown} do not match their "
-                                  "checksums (CRC-32); the files were changed or damaged after saving")
+            raise CheckpointError(
+                f"{self.where} is corrupted: the data of {shown} do not match their "
+                "checksums (CRC-32); the files were changed or damaged after saving"
+            )
         for r, v in host.items():
             e = self.entries[r]
             want = int(np.prod(e["shape"], dtype=np.int64)) * dtype_from_name(e["dtype"]).itemsize
@@ -265,9 +283,13 @@ def _open(path: str, map_location, sharding) -> _Reader:
     return _Reader(path, vdir, meta, map_location, sharding)
 
 
-def load(path: str | os.PathLike, *, map_location: Any = None,
-         sharding: jax.sharding.Sharding | Callable[[str, TensorInfo], Any] | None = None,
-         weights_only: bool = True) -> Any:
+def load(
+    path: str | os.PathLike,
+    *,
+    map_location: Any = None,
+    sharding: jax.sharding.Sharding | Callable[[str, TensorInfo], Any] | None = None,
+    weights_only: bool = True,
+) -> Any:
     """Load a checkpoint written by :func:`lf.save`: the same structure, with lazyflow Tensors.
 
     Container types and key order are preserved; tensors keep ``requires_grad``; Parameters saved from a
@@ -298,19 +320,29 @@ def _load(path: str, map_location, sharding, weights_only: bool) -> Any:
     values = reader.read(range(len(reader.entries)))
 
     def persistent_load(pid):
-        if not (isinstance(pid, tuple) and len(pid) == 2 and pid[0] == _unpickler.PID_TAG
-                and isinstance(pid[1], int) and 0 <= pid[1] < len(values)):
-            raise CheckpointUnpicklingError(f"{reader.where}: bad tensor reference {pid!r} in the metadata (expected "
-                                            f"('{_unpickler.PID_TAG}', index) with 0 <= index < {len(values)})")
+        if not (
+            isinstance(pid, tuple)
+            and len(pid) == 2
+            and pid[0] == _unpickler.PID_TAG
+            and isinstance(pid[1], int)
+            and 0 <= pid[1] < len(values)
+        ):
+            raise CheckpointUnpicklingError(
+                f"{reader.where}: bad tensor reference {pid!r} in the metadata (expected "
+                f"('{_unpickler.PID_TAG}', index) with 0 <= index < {len(values)})"
+            )
         return values[pid[1]]
 
-    return _unpickler.loads(reader.meta["structure"], persistent_load, weights_only=weights_only,
-                            where=reader.where)
+    return _unpickler.loads(reader.meta["structure"], persistent_load, weights_only=weights_only, where=reader.where)
 
 
-def load_tensors(path: str | os.PathLike, keys: Sequence[str] | None = None, *, map_location: Any = None,
-                 sharding: jax.sharding.Sharding | Callable[[str, TensorInfo], Any] | None = None
-                 ) -> dict[str, Any]:
+def load_tensors(
+    path: str | os.PathLike,
+    keys: Sequence[str] | None = None,
+    *,
+    map_location: Any = None,
+    sharding: jax.sharding.Sharding | Callable[[str, TensorInfo], Any] | None = None,
+) -> dict[str, Any]:
     """Load some tensors by key, reading only their bytes (no unpickling of the structure).
 
     Args:
@@ -337,9 +369,11 @@ def _load_tensors(path: str, keys, map_location, sharding) -> dict[str, Any]:
         import difflib
 
         hint = difflib.get_close_matches(missing[0], list(reader.by_key), n=3)
-        raise CheckpointError(f"{reader.where} has no tensor {missing[0]!r}"
-                              + (f" (close: {hint})" if hint else "")
-                              + f"; it holds {len(reader.by_key)} keys, see lf.checkpoint.inspect")
+        raise CheckpointError(
+            f"{reader.where} has no tensor {missing[0]!r}"
+            + (f" (close: {hint})" if hint else "")
+            + f"; it holds {len(reader.by_key)} keys, see lf.checkpoint.inspect"
+        )
     idx = [reader.by_key[k] for k in keys]
     values = reader.read(idx)
     return {k: values[i] for k, i in zip(keys, idx)}

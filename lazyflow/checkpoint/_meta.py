@@ -18,8 +18,7 @@ from .._core.errors import CheckpointError
 from . import _layout, _schema, _unpickler
 from ._crc import dtype_from_name
 
-__all__ = ["FORMAT_VERSION", "inspect", "TensorInfo", "SavedSharding", "read_meta", "encode_meta", "info_of",
-           "frame"]
+__all__ = ["FORMAT_VERSION", "inspect", "TensorInfo", "SavedSharding", "read_meta", "encode_meta", "info_of", "frame"]
 
 FORMAT_VERSION = 1
 _MAGIC = b"LFCKPT\x00\x01"
@@ -32,7 +31,7 @@ def frame(payload: bytes) -> bytes:
 
 def _unframe(data: bytes, where: str) -> bytes:
     n = len(_MAGIC) + _HEADER.size
-    if len(data) < n or data[:len(_MAGIC)] != _MAGIC:
+    if len(data) < n or data[: len(_MAGIC)] != _MAGIC:
         raise CheckpointError(f"{where}: the metadata file is not lazyflow's (bad magic bytes)")
     crc, length = _HEADER.unpack_from(data, len(_MAGIC))
     payload = data[n:]
@@ -48,14 +47,20 @@ def _lazyflow_version() -> str:
         import importlib.metadata
 
         return importlib.metadata.version("lazyflow")
-    except Exception:  # noqa: BLE001 - not installed as a distribution: the field is informational
+    except Exception:
         return "unknown"
 
 
 def encode_meta(plan) -> bytes:
     """The metadata file's bytes for a plan whose checksums are filled in."""
-    outer = {"format": _layout.FORMAT_NAME, "version": FORMAT_VERSION, "lazyflow": _lazyflow_version(),
-             "entries": plan.records(), "groups": plan.groups, "structure": plan.structure}
+    outer = {
+        "format": _layout.FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "lazyflow": _lazyflow_version(),
+        "entries": plan.records(),
+        "groups": plan.groups,
+        "structure": plan.structure,
+    }
     return frame(_unpickler.dumps(outer))
 
 
@@ -74,7 +79,8 @@ def read_meta(path: str) -> tuple[str, dict]:
     if not isinstance(meta.get("version"), int) or meta["version"] > FORMAT_VERSION:
         raise CheckpointError(
             f"{where} has checkpoint format version {meta.get('version')}, newer than the versions this "
-            f"lazyflow reads (<= {FORMAT_VERSION}); upgrade lazyflow to load it")
+            f"lazyflow reads (<= {FORMAT_VERSION}); upgrade lazyflow to load it"
+        )
     _schema.validate(meta, where)
     return vdir, meta
 
@@ -102,7 +108,8 @@ class SavedSharding:
                 raise CheckpointError(
                     f"the tensor was saved sharded over devices {list(self.device_ids)} but devices {missing} "
                     f"do not exist here ({len(here)} devices); pass sharding= (a sharding, or a function of "
-                    "key and info) or map_location='cpu'")
+                    "key and info) or map_location='cpu'"
+                )
             devices = [here[i] for i in self.device_ids]
         mesh = jax.sharding.Mesh(np.array(devices, dtype=object).reshape(self.mesh_shape), self.axis_names)
         return jax.sharding.NamedSharding(mesh, self.spec or jax.sharding.PartitionSpec())
@@ -128,12 +135,25 @@ def info_of(e: dict, entries_by_key: dict) -> TensorInfo:
     saved = None
     if s is not None:
         spec = jax.sharding.PartitionSpec(*s["spec"]) if s.get("type") == "named" else None
-        saved = SavedSharding(tuple(s.get("mesh_shape", (len(s["device_ids"]),))),
-                              tuple(s.get("axis_names", ("d",))), tuple(s["device_ids"]), spec)
+        saved = SavedSharding(
+            tuple(s.get("mesh_shape", (len(s["device_ids"]),))),
+            tuple(s.get("axis_names", ("d",))),
+            tuple(s["device_ids"]),
+            spec,
+        )
     dtype = D.to_dtype(e["dtype"]) if e["kind"] != "ndarray" else dtype_from_name(e["dtype"])
     root = entries_by_key[e["storage"][1]] if e["storage"][0] == "same" else e  # validated: one step, an owner
-    return TensorInfo(e["key"], tuple(e["shape"]), dtype, e["kind"], bool(e["requires_grad"]), e["device"],
-                      saved, int(root.get("nbytes", 0)), e["storage"][0])
+    return TensorInfo(
+        e["key"],
+        tuple(e["shape"]),
+        dtype,
+        e["kind"],
+        bool(e["requires_grad"]),
+        e["device"],
+        saved,
+        int(root.get("nbytes", 0)),
+        e["storage"][0],
+    )
 
 
 def inspect(path: str | os.PathLike) -> dict[str, TensorInfo]:
@@ -153,5 +173,3 @@ def inspect(path: str | os.PathLike) -> dict[str, TensorInfo]:
     meta = _layout.retrying(path, lambda: read_meta(path)[1])
     by_key = {e["key"]: e for e in meta["entries"]}
     return {e["key"]: info_of(e, by_key) for e in meta["entries"]}
-
-

@@ -41,8 +41,10 @@ def _client():
 
     client = distributed.global_state.client
     if client is None:
-        raise CheckpointError(f"{jax.process_count()} processes but no jax.distributed coordination client: "
-                              "call lf.distributed.init_process_group() first")
+        raise CheckpointError(
+            f"{jax.process_count()} processes but no jax.distributed coordination client: "
+            "call lf.distributed.init_process_group() first"
+        )
     return client
 
 

@@ -81,8 +81,10 @@ def drain() -> list[str]:
     for h in handles:
         h._done.wait()
         if h._error is not None and not h._collected:
-            messages.append(f"lazyflow: the asynchronous checkpoint save to '{h.path}' FAILED and its error was never "
-                            f"collected with SaveHandle.wait(): {type(h._error).__name__}: {h._error}")
+            messages.append(
+                f"lazyflow: the asynchronous checkpoint save to '{h.path}' FAILED and its error was never "
+                f"collected with SaveHandle.wait(): {type(h._error).__name__}: {h._error}"
+            )
         collected(h)
     return messages
 
@@ -93,7 +95,7 @@ def _report(messages: list[str]) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:  # noqa: BLE001 - a closed stream: nothing more to do
+        except Exception:
             pass
 
 
@@ -109,7 +111,11 @@ def _on_sigterm(signum, frame) -> None:
     with _lock:
         running = [h.path for h in _tracked if not h.done()]
     if running:
-        _report([f"lazyflow: SIGTERM: finishing {len(running)} asynchronous checkpoint save(s) before exiting: "
-                 + ", ".join(f"'{p}'" for p in running)])
+        _report(
+            [
+                f"lazyflow: SIGTERM: finishing {len(running)} asynchronous checkpoint save(s) before exiting: "
+                + ", ".join(f"'{p}'" for p in running)
+            ]
+        )
     _report(drain())
     os.kill(os.getpid(), signal.SIGTERM)  # the default action now: the process ends as SIGTERM ends it

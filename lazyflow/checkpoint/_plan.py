@@ -57,8 +57,13 @@ def _sharding_record(arr: jax.Array) -> dict | None:
         if not isinstance(mesh, jax.sharding.Mesh):
             raise CheckpointError(f"cannot save an array sharded over an abstract mesh ({mesh}); it has no devices")
         spec = tuple(p if p is None or isinstance(p, str) else tuple(p) for p in s.spec)
-        return {"type": "named", "mesh_shape": tuple(mesh.devices.shape), "axis_names": tuple(mesh.axis_names),
-                "device_ids": tuple(int(d.id) for d in mesh.devices.flat), "spec": spec}
+        return {
+            "type": "named",
+            "mesh_shape": tuple(mesh.devices.shape),
+            "axis_names": tuple(mesh.axis_names),
+            "device_ids": tuple(int(d.id) for d in mesh.devices.flat),
+            "spec": spec,
+        }
     return {"type": type(s).__name__, "device_ids": tuple(sorted(int(d.id) for d in s.device_set))}
 
 
@@ -69,8 +74,9 @@ def _device_str(arr: jax.Array) -> str:
 
 def _is_leaf(obj) -> bool:
     """Tensors, and numpy arrays of numeric dtypes (strings/objects/records stay in the pickle)."""
-    return isinstance(obj, Tensor) or (isinstance(obj, np.ndarray) and (
-        obj.dtype.kind in "biufc" or obj.dtype.name == "bfloat16"))
+    return isinstance(obj, Tensor) or (
+        isinstance(obj, np.ndarray) and (obj.dtype.kind in "biufc" or obj.dtype.name == "bfloat16")
+    )
 
 
 def _join(prefix: str, k) -> str:
@@ -127,9 +133,15 @@ class Plan:
             if isinstance(value, jax.core.Tracer):
                 raise CheckpointError(
                     f"cannot save tensor '{key}': it is traced inside lf.compile / lf.nn.Graph; save the "
-                    "module's state_dict outside the compiled function")
-            entry = {"key": key, "kind": tensor_kind(obj), "dtype": obj.dtype.name, "shape": tuple(obj.shape),
-                     "requires_grad": bool(obj._rg)}
+                    "module's state_dict outside the compiled function"
+                )
+            entry = {
+                "key": key,
+                "kind": tensor_kind(obj),
+                "dtype": obj.dtype.name,
+                "shape": tuple(obj.shape),
+                "requires_grad": bool(obj._rg),
+            }
             if entry["kind"] == "buffer":
                 entry["persistent"] = bool(getattr(obj, "persistent", True))
             entry["device"] = _device_str(value)
@@ -137,9 +149,15 @@ class Plan:
             data = value
         else:
             data = np.array(obj, order="C", copy=True) if self._snapshot_numpy else np.ascontiguousarray(obj)
-            entry = {"key": key, "kind": "ndarray", "dtype": obj.dtype.name if obj.dtype.name == "bfloat16"
-                     else obj.dtype.str, "shape": tuple(obj.shape), "requires_grad": False, "device": "cpu",
-                     "sharding": None}
+            entry = {
+                "key": key,
+                "kind": "ndarray",
+                "dtype": obj.dtype.name if obj.dtype.name == "bfloat16" else obj.dtype.str,
+                "shape": tuple(obj.shape),
+                "requires_grad": False,
+                "device": "cpu",
+                "sharding": None,
+            }
         entry["_data"] = data
         self._index[id(obj)] = len(self.entries)
         self._keep.append(obj)
@@ -179,8 +197,7 @@ class Plan:
                 e["storage"] = ("array", name)
                 leaf = data if e["sharding"] is not None else np.asarray(data)
                 self.arrays[name] = leaf
-                self.save_args[name] = _store.ocp.SaveArgs(
-                    chunk_byte_size=ZARR_CHUNK if nbytes > ZARR_CHUNK else None)
+                self.save_args[name] = _store.ocp.SaveArgs(chunk_byte_size=ZARR_CHUNK if nbytes > ZARR_CHUNK else None)
             else:
                 pack.setdefault(np.dtype(data.dtype).name, []).append(e)
         for dtname, members in pack.items():
@@ -202,7 +219,7 @@ class Plan:
             size += e["nbytes"]
         buf = _store.aligned_empty(size)
         for e, off in zip(members, offsets):
-            buf[off:off + e["nbytes"]] = bytes_view(np.asarray(e["_data"]))
+            buf[off : off + e["nbytes"]] = bytes_view(np.asarray(e["_data"]))
             e["storage"] = ("packed", name, off, e["nbytes"])
         self.groups[name] = {"dtype": dtname, "nbytes": size}
         self.arrays[name] = buf
@@ -223,7 +240,7 @@ class Plan:
                 owners.append((e, None))
             elif kind == "packed":
                 _, g, off, n = e["storage"]
-                host.append(self.arrays[g][off:off + n])
+                host.append(self.arrays[g][off : off + n])
                 owners.append((e, None))
             elif kind == "array":
                 arr = e["_data"]
@@ -231,8 +248,9 @@ class Plan:
                 for shard in arr.addressable_shards:
                     if shard.replica_id != 0:
                         continue
-                    region = tuple((s.start or 0, dim if s.stop is None else s.stop)
-                                   for s, dim in zip(shard.index, arr.shape))
+                    region = tuple(
+                        (s.start or 0, dim if s.stop is None else s.stop) for s, dim in zip(shard.index, arr.shape)
+                    )
                     host.append(np.asarray(shard.data))
                     owners.append((e, region))
         for (e, region), crcs in zip(owners, crc_many(host)):
@@ -243,8 +261,11 @@ class Plan:
 
     def sharded_crcs(self) -> dict[int, list]:
         """``{entry index: [(region, crcs), ...]}`` of the sharded tensors (this process's shards)."""
-        return {i: list(e["crc"]) for i, e in enumerate(self.entries)
-                if e["storage"][0] == "array" and e["sharding"] is not None}
+        return {
+            i: list(e["crc"])
+            for i, e in enumerate(self.entries)
+            if e["storage"][0] == "array" and e["sharding"] is not None
+        }
 
     def merge_sharded_crcs(self, per_process: list[dict[int, list]]) -> None:
         """Combine every process's :meth:`sharded_crcs` (each region once) into the entries."""

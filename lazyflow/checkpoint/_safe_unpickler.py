@@ -38,11 +38,40 @@ KEY_DEPTH = 64
 HASH_BUDGET = 1 << 20
 
 _MARK = object()  # what MARK pushes onto the stack
-(_BINGET, _MEMOIZE, _MARK_OP, _BININT1, _SHORT_BINUNICODE, _NONE, _NEWFALSE, _NEWTRUE, _EMPTY_DICT, _EMPTY_LIST,
- _BININT2, _BININT, _SETITEMS, _APPEND) = (op[0] for op in (
-    pickle.BINGET, pickle.MEMOIZE, pickle.MARK, pickle.BININT1, pickle.SHORT_BINUNICODE, pickle.NONE,
-    pickle.NEWFALSE, pickle.NEWTRUE, pickle.EMPTY_DICT, pickle.EMPTY_LIST, pickle.BININT2, pickle.BININT,
-    pickle.SETITEMS, pickle.APPEND))
+(
+    _BINGET,
+    _MEMOIZE,
+    _MARK_OP,
+    _BININT1,
+    _SHORT_BINUNICODE,
+    _NONE,
+    _NEWFALSE,
+    _NEWTRUE,
+    _EMPTY_DICT,
+    _EMPTY_LIST,
+    _BININT2,
+    _BININT,
+    _SETITEMS,
+    _APPEND,
+) = (
+    op[0]
+    for op in (
+        pickle.BINGET,
+        pickle.MEMOIZE,
+        pickle.MARK,
+        pickle.BININT1,
+        pickle.SHORT_BINUNICODE,
+        pickle.NONE,
+        pickle.NEWFALSE,
+        pickle.NEWTRUE,
+        pickle.EMPTY_DICT,
+        pickle.EMPTY_LIST,
+        pickle.BININT2,
+        pickle.BININT,
+        pickle.SETITEMS,
+        pickle.APPEND,
+    )
+)
 _I4, _U2, _U4, _U8, _F8 = (struct.Struct(f).unpack_from for f in ("<i", "<H", "<I", "<Q", ">d"))
 
 
@@ -54,8 +83,7 @@ class _Stop(Exception):
 class SafeUnpickler:
     """One load. ``allow_globals=False`` admits plain values only (the metadata record)."""
 
-    def __init__(self, data: bytes, persistent_load: Callable[[Any], Any] | None, where: str, *,
-                 allow_globals: bool):
+    def __init__(self, data: bytes, persistent_load: Callable[[Any], Any] | None, where: str, *, allow_globals: bool):
         self.data = bytes(data)
         self.pos = 0
         self.where = where
@@ -75,8 +103,10 @@ class SafeUnpickler:
         if data[:1] != pickle.PROTO or len(data) < 2:
             self.fail("the metadata is not a protocol 4/5 pickle (lazyflow writes protocol 5)")
         if not MIN_PROTOCOL <= data[1] <= MAX_PROTOCOL:
-            self.fail(f"the metadata is a protocol {data[1]} pickle; lazyflow writes protocol {MAX_PROTOCOL} and "
-                      f"reads {MIN_PROTOCOL}..{MAX_PROTOCOL}")
+            self.fail(
+                f"the metadata is a protocol {data[1]} pickle; lazyflow writes protocol {MAX_PROTOCOL} and "
+                f"reads {MIN_PROTOCOL}..{MAX_PROTOCOL}"
+            )
         data, stack, memo, dispatch, n = self.data, self.stack, self.memo, _DISPATCH, len(self.data)
         push = stack.append
         pos = 2
@@ -102,7 +132,7 @@ class SafeUnpickler:
                     end = pos + 1 + data[pos]
                     if end > n:
                         break
-                    push(data[pos + 1:end].decode("utf-8", "surrogatepass"))
+                    push(data[pos + 1 : end].decode("utf-8", "surrogatepass"))
                     pos = end
                 elif op == _NONE:
                     push(None)
@@ -146,15 +176,17 @@ class SafeUnpickler:
     def refuse_opcode(self, op: int):
         info = pickletools.code2op.get(chr(op))
         name = f"{info.name} ({bytes([op])!r})" if info else f"{bytes([op])!r} (not a pickle opcode)"
-        self.fail(f"weights_only load refused the opcode {name} at byte {self.pos - 1}: lazyflow's metadata never "
-                  "contains it. If you trust where this checkpoint came from, load it with weights_only=False")
+        self.fail(
+            f"weights_only load refused the opcode {name} at byte {self.pos - 1}: lazyflow's metadata never "
+            "contains it. If you trust where this checkpoint came from, load it with weights_only=False"
+        )
 
     # ---------------------------------------------------------------- reading
     def take(self, n: int) -> bytes:
         end = self.pos + n
         if n < 0 or end > len(self.data):
             self.fail(f"the metadata pickle is truncated (needs {n} bytes at byte {self.pos} of {len(self.data)})")
-        out = self.data[self.pos:end]
+        out = self.data[self.pos : end]
         self.pos = end
         return out
 
@@ -181,7 +213,7 @@ class SafeUnpickler:
         stack = self.stack
         for i in range(len(stack) - 1, -1, -1):
             if stack[i] is _MARK:
-                items = stack[i + 1:]
+                items = stack[i + 1 :]
                 del stack[i:]
                 return items
         self.fail(f"the metadata pickle is malformed (no MARK before byte {self.pos})")
@@ -213,12 +245,11 @@ class SafeUnpickler:
 
     def op_tuple_n(self, k: int):
         stack = self.stack
-        if len(stack) < k or any(x is _MARK for x in stack[len(stack) - k:]):
+        if len(stack) < k or any(x is _MARK for x in stack[len(stack) - k :]):
             self.fail(f"the metadata pickle is malformed (TUPLE{k} at byte {self.pos})")
-        items = tuple(stack[len(stack) - k:])
-        del stack[len(stack) - k:]
+        items = tuple(stack[len(stack) - k :])
+        del stack[len(stack) - k :]
         stack.append(items)
-
 
     # ---------------------------------------------------------------- containers
     def op_appends(self, items: list):
@@ -234,8 +265,10 @@ class SafeUnpickler:
                 for item in items:
                     target.append(item)
         else:
-            self.fail(f"weights_only load refused APPENDS to {_describe(target)} (lists and deques only, and types "
-                      "added with add_safe_globals)")
+            self.fail(
+                f"weights_only load refused APPENDS to {_describe(target)} (lists and deques only, and types "
+                "added with add_safe_globals)"
+            )
 
     def op_setitems(self, items: list):
         target = self.top()
@@ -243,8 +276,10 @@ class SafeUnpickler:
         if len(items) % 2:
             self.fail("the metadata pickle is malformed (SETITEMS with an odd number of items)")
         if not (t is dict or t is collections.OrderedDict or t is collections.defaultdict or A.user_object(t)):
-            self.fail(f"weights_only load refused SETITEMS on {_describe(target)} (dicts only, and types added "
-                      "with add_safe_globals)")
+            self.fail(
+                f"weights_only load refused SETITEMS on {_describe(target)} (dicts only, and types added "
+                "with add_safe_globals)"
+            )
         check = self.check_hashable
         for i in range(0, len(items), 2):
             k = items[i]
@@ -287,27 +322,40 @@ class SafeUnpickler:
     def op_stack_global(self):
         name, module = self.pop(), self.pop()
         if type(module) is not str or type(name) is not str:
-            self.fail(f"weights_only load refused STACK_GLOBAL with the operands {A.short(module)}, {A.short(name)} "
-                      "(expected two strings)")
+            self.fail(
+                f"weights_only load refused STACK_GLOBAL with the operands {A.short(module)}, {A.short(name)} "
+                "(expected two strings)"
+            )
         self.stack.append(self.find_class(module, name))
 
     def find_class(self, module: str, name: str):
         full = f"{module}.{name}"
         if not self.allow_globals:
-            self.fail(f"the metadata record refers to the global '{full}'; the record holds plain values only "
-                      "(dicts, lists, tuples, strings, bytes, numbers), never a global")
+            self.fail(
+                f"the metadata record refers to the global '{full}'; the record holds plain values only "
+                "(dicts, lists, tuples, strings, bytes, numbers), never a global"
+            )
         obj = A.user_global(full)  # the exact registered name: nothing is resolved
         if obj is not None:
             return obj
         if "." not in name and (module, name) in A.GLOBALS:
             return A.GLOBALS[(module, name)]
-        why = ("dotted names are never resolved (an attribute walk reaches anything: 'numpy.dtypes' + "
-               "'__builtins__.get' reaches eval)") if "." in name else (
-            "it is not one of the types lazyflow allows (containers, numbers, strings, numeric numpy and lazyflow "
-            "dtypes, devices, tensors)")
-        self.fail(f"weights_only load refused the global '{full}': {why}. Unpickling it could run arbitrary code. "
-                  "If you trust where this checkpoint came from, load it with weights_only=False, or allow the type "
-                  "with lf.checkpoint.add_safe_globals([...])")
+        why = (
+            (
+                "dotted names are never resolved (an attribute walk reaches anything: 'numpy.dtypes' + "
+                "'__builtins__.get' reaches eval)"
+            )
+            if "." in name
+            else (
+                "it is not one of the types lazyflow allows (containers, numbers, strings, numeric numpy and lazyflow "
+                "dtypes, devices, tensors)"
+            )
+        )
+        self.fail(
+            f"weights_only load refused the global '{full}': {why}. Unpickling it could run arbitrary code. "
+            "If you trust where this checkpoint came from, load it with weights_only=False, or allow the type "
+            "with lf.checkpoint.add_safe_globals([...])"
+        )
 
     def op_reduce(self):
         args = self.pop()
@@ -325,8 +373,10 @@ class SafeUnpickler:
         elif A.user_object(func):
             result = func(*args)
         else:
-            self.fail(f"weights_only load refused to call {_describe(func)}: it calls only the constructors of the "
-                      "allowlisted types")
+            self.fail(
+                f"weights_only load refused to call {_describe(func)}: it calls only the constructors of the "
+                "allowlisted types"
+            )
         self.stack[-1] = result
 
     def op_newobj(self, with_kwargs: bool):
@@ -335,9 +385,11 @@ class SafeUnpickler:
         if type(args) is not tuple or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
             self.fail("the metadata pickle is malformed (NEWOBJ arguments)")
         if not (isinstance(cls, type) and A.user_object(cls)):
-            self.fail(f"weights_only load refused to create {_describe(cls)} with NEWOBJ: only types added with "
-                      "add_safe_globals are created that way. If you trust where this checkpoint came from, load it "
-                      "with weights_only=False")
+            self.fail(
+                f"weights_only load refused to create {_describe(cls)} with NEWOBJ: only types added with "
+                "add_safe_globals are created that way. If you trust where this checkpoint came from, load it "
+                "with weights_only=False"
+            )
         self.stack.append(cls.__new__(cls, *args, **kwargs))
 
     def op_build(self):
@@ -365,25 +417,39 @@ class SafeUnpickler:
                 for k, v in slots.items():
                     setattr(inst, k, v)
         else:
-            self.fail(f"weights_only load refused BUILD (__setstate__) on {_describe(inst)}: it sets state only on "
-                      "dtypes it built, on OrderedDict attributes and on types added with add_safe_globals")
+            self.fail(
+                f"weights_only load refused BUILD (__setstate__) on {_describe(inst)}: it sets state only on "
+                "dtypes it built, on OrderedDict attributes and on types added with add_safe_globals"
+            )
 
     def check_attrs(self, state, inst, *, shadow_ok: bool):
         if type(state) is not dict:
             self.fail(f"BUILD state for {_describe(inst)} must be a dict of attributes, got {_describe(state)}")
         for k in state:
-            if type(k) is not str or (k.startswith("__") and k.endswith("__")) or (
-                    not shadow_ok and hasattr(type(inst), k)):
-                self.fail(f"weights_only load refused to set the attribute {A.short(k)} on {_describe(inst)} (plain "
-                          "attributes only: no dunder names, nothing that shadows the type's own)")
+            if (
+                type(k) is not str
+                or (k.startswith("__") and k.endswith("__"))
+                or (not shadow_ok and hasattr(type(inst), k))
+            ):
+                self.fail(
+                    f"weights_only load refused to set the attribute {A.short(k)} on {_describe(inst)} (plain "
+                    "attributes only: no dunder names, nothing that shadows the type's own)"
+                )
 
     def build_dtype(self, dt: np.dtype, state):
         expected = dt.__reduce__()[2]
-        if not (type(state) is tuple and len(state) == len(expected) and state[0] == expected[0]
-                and state[1] in ("<", ">", "=", "|") and (state[1] == "|") == (expected[1] == "|")
-                and all(type(a) is type(b) and a == b for a, b in zip(state[2:], expected[2:]))):
-            self.fail(f"weights_only load refused the dtype state {A.short(state)} for {dt} (only the byte order "
-                      "may differ from numpy's own)")
+        if not (
+            type(state) is tuple
+            and len(state) == len(expected)
+            and state[0] == expected[0]
+            and state[1] in ("<", ">", "=", "|")
+            and (state[1] == "|") == (expected[1] == "|")
+            and all(type(a) is type(b) and a == b for a, b in zip(state[2:], expected[2:]))
+        ):
+            self.fail(
+                f"weights_only load refused the dtype state {A.short(state)} for {dt} (only the byte order "
+                "may differ from numpy's own)"
+            )
         dt.__setstate__(state)
 
     def op_binpersid(self):
@@ -400,9 +466,11 @@ class SafeUnpickler:
         nodes, height = self.cost(key, 0)
         self.budget -= nodes
         if height > KEY_DEPTH or self.budget < 0:
-            self.fail(f"weights_only load refused a dict key or set member nested {height} levels deep with {nodes} "
-                      f"nodes (a load allows {KEY_DEPTH} levels and {max(HASH_BUDGET, 8 * len(self.data))} hashed "
-                      "nodes in all)")
+            self.fail(
+                f"weights_only load refused a dict key or set member nested {height} levels deep with {nodes} "
+                f"nodes (a load allows {KEY_DEPTH} levels and {max(HASH_BUDGET, 8 * len(self.data))} hashed "
+                "nodes in all)"
+            )
 
     def cost(self, obj, depth: int) -> tuple[int, int]:
         if type(obj) is not tuple and type(obj) is not frozenset:
@@ -433,41 +501,44 @@ def _describe(obj) -> str:
 
 
 S = SafeUnpickler
-_DISPATCH: dict[int, Callable[[SafeUnpickler], None]] = {op[0]: fn for op, fn in {
-    pickle.STOP: S.op_stop,
-    pickle.FRAME: S.op_frame,
-    pickle.POP: S.op_pop,
-    pickle.POP_MARK: lambda u: u.pop_mark(),
-    pickle.BININT: lambda u: u.stack.append(u.unpack(_I4, 4)),
-    pickle.BININT2: lambda u: u.stack.append(u.unpack(_U2, 2)),
-    pickle.LONG1: lambda u: u.op_long(u.take(1)[0]),
-    pickle.LONG4: lambda u: u.op_long(u.unpack(_I4, 4)),
-    pickle.BINFLOAT: lambda u: u.stack.append(u.unpack(_F8, 8)),
-    pickle.BINUNICODE: lambda u: u.op_text(u.unpack(_U4, 4)),
-    pickle.BINUNICODE8: lambda u: u.op_text(u.unpack(_U8, 8)),
-    pickle.SHORT_BINBYTES: lambda u: u.stack.append(u.take(u.take(1)[0])),
-    pickle.BINBYTES: lambda u: u.stack.append(u.take(u.unpack(_U4, 4))),
-    pickle.BINBYTES8: lambda u: u.stack.append(u.take(u.unpack(_U8, 8))),
-    pickle.BYTEARRAY8: lambda u: u.stack.append(bytearray(u.take(u.unpack(_U8, 8)))),
-    pickle.EMPTY_TUPLE: lambda u: u.stack.append(()),
-    pickle.TUPLE: lambda u: u.stack.append(tuple(u.pop_mark())),
-    pickle.TUPLE1: lambda u: u.op_tuple_n(1),
-    pickle.TUPLE2: lambda u: u.op_tuple_n(2),
-    pickle.TUPLE3: lambda u: u.op_tuple_n(3),
-    pickle.APPEND: lambda u: u.op_appends([u.pop()]),
-    pickle.APPENDS: lambda u: u.op_appends(u.pop_mark()),
-    pickle.SETITEM: lambda u: u.op_setitems(list(reversed([u.pop(), u.pop()]))),
-    pickle.SETITEMS: lambda u: u.op_setitems(u.pop_mark()),
-    pickle.EMPTY_SET: lambda u: u.stack.append(set()),
-    pickle.ADDITEMS: lambda u: u.op_additems(u.pop_mark()),
-    pickle.FROZENSET: S.op_frozenset,
-    pickle.LONG_BINGET: lambda u: u.stack.append(u.memo[u.unpack(_U4, 4)]),
-    pickle.GLOBAL: S.op_global,
-    pickle.STACK_GLOBAL: S.op_stack_global,
-    pickle.REDUCE: S.op_reduce,
-    pickle.NEWOBJ: lambda u: u.op_newobj(False),
-    pickle.NEWOBJ_EX: lambda u: u.op_newobj(True),
-    pickle.BUILD: S.op_build,
-    pickle.BINPERSID: S.op_binpersid,
-}.items()}
+_DISPATCH: dict[int, Callable[[SafeUnpickler], None]] = {
+    op[0]: fn
+    for op, fn in {
+        pickle.STOP: S.op_stop,
+        pickle.FRAME: S.op_frame,
+        pickle.POP: S.op_pop,
+        pickle.POP_MARK: lambda u: u.pop_mark(),
+        pickle.BININT: lambda u: u.stack.append(u.unpack(_I4, 4)),
+        pickle.BININT2: lambda u: u.stack.append(u.unpack(_U2, 2)),
+        pickle.LONG1: lambda u: u.op_long(u.take(1)[0]),
+        pickle.LONG4: lambda u: u.op_long(u.unpack(_I4, 4)),
+        pickle.BINFLOAT: lambda u: u.stack.append(u.unpack(_F8, 8)),
+        pickle.BINUNICODE: lambda u: u.op_text(u.unpack(_U4, 4)),
+        pickle.BINUNICODE8: lambda u: u.op_text(u.unpack(_U8, 8)),
+        pickle.SHORT_BINBYTES: lambda u: u.stack.append(u.take(u.take(1)[0])),
+        pickle.BINBYTES: lambda u: u.stack.append(u.take(u.unpack(_U4, 4))),
+        pickle.BINBYTES8: lambda u: u.stack.append(u.take(u.unpack(_U8, 8))),
+        pickle.BYTEARRAY8: lambda u: u.stack.append(bytearray(u.take(u.unpack(_U8, 8)))),
+        pickle.EMPTY_TUPLE: lambda u: u.stack.append(()),
+        pickle.TUPLE: lambda u: u.stack.append(tuple(u.pop_mark())),
+        pickle.TUPLE1: lambda u: u.op_tuple_n(1),
+        pickle.TUPLE2: lambda u: u.op_tuple_n(2),
+        pickle.TUPLE3: lambda u: u.op_tuple_n(3),
+        pickle.APPEND: lambda u: u.op_appends([u.pop()]),
+        pickle.APPENDS: lambda u: u.op_appends(u.pop_mark()),
+        pickle.SETITEM: lambda u: u.op_setitems(list(reversed([u.pop(), u.pop()]))),
+        pickle.SETITEMS: lambda u: u.op_setitems(u.pop_mark()),
+        pickle.EMPTY_SET: lambda u: u.stack.append(set()),
+        pickle.ADDITEMS: lambda u: u.op_additems(u.pop_mark()),
+        pickle.FROZENSET: S.op_frozenset,
+        pickle.LONG_BINGET: lambda u: u.stack.append(u.memo[u.unpack(_U4, 4)]),
+        pickle.GLOBAL: S.op_global,
+        pickle.STACK_GLOBAL: S.op_stack_global,
+        pickle.REDUCE: S.op_reduce,
+        pickle.NEWOBJ: lambda u: u.op_newobj(False),
+        pickle.NEWOBJ_EX: lambda u: u.op_newobj(True),
+        pickle.BUILD: S.op_build,
+        pickle.BINPERSID: S.op_binpersid,
+    }.items()
+}
 del S

@@ -69,8 +69,10 @@ def _fail(path: str, e: BaseException, leftovers: Sequence[str] = (), *, committ
     if committed:
         msg = f"the checkpoint at '{path}' was saved, but the step after it failed: {type(e).__name__}: {e}"
     else:
-        msg = (f"saving a checkpoint to '{path}' failed: {type(e).__name__}: {e}; the previous checkpoint there "
-               "(if any) is unchanged")
+        msg = (
+            f"saving a checkpoint to '{path}' failed: {type(e).__name__}: {e}; the previous checkpoint there "
+            "(if any) is unchanged"
+        )
     if leftovers:
         msg += f". Removing the partial save failed too ({'; '.join(leftovers)}); the next save to this path removes it"
     code = e.errno if isinstance(e, OSError) else _ts_errno(str(e))
@@ -93,7 +95,7 @@ def _abort(txn) -> list[str]:
         return []
     try:
         return txn.abort()
-    except Exception as e:  # noqa: BLE001 - reported next to the save's error
+    except Exception as e:
         return [f"{type(e).__name__}: {e}"]
 
 
@@ -178,7 +180,7 @@ def _fail_peers(ex, e: BaseException) -> None:
     if ex is not None and _multi.is_primary():
         try:
             ex.broadcast("commit", f"{type(e).__name__}: {e}")
-        except Exception:  # noqa: BLE001 - already failing; the peers then time out
+        except Exception:
             pass
 
 
@@ -198,8 +200,7 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
         plan = _plan.Plan(obj, snapshot_numpy=async_save)
         txn = _begin(path, ex)
         if async_save:  # checksums and metadata are computed in the background commit
-            ckptr = _store.write(txn.version_dir, plan.arrays, plan.save_args, lambda: _metadata(plan, ex),
-                                 async_=True)
+            ckptr = _store.write(txn.version_dir, plan.arrays, plan.save_args, lambda: _metadata(plan, ex), async_=True)
         else:  # checksums first (in parallel threads): measured faster than racing the writes for the cores
             _store.write(txn.version_dir, plan.arrays, plan.save_args, _metadata(plan, ex))
             committing = True
@@ -233,7 +234,7 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
             stage = "after_commit"
             if after_commit is not None and (ex is None or _multi.is_primary()):
                 after_commit()
-        except BaseException as e:  # noqa: BLE001 - reported through the handle
+        except BaseException as e:
             error = e
             if stage != "after_commit":  # the checkpoint is complete once committed: keep it
                 leftovers = _abort(txn)
@@ -242,12 +243,11 @@ def _save(obj: Any, path, *, async_save: bool, after_commit: Callable[[], None] 
         finally:
             try:
                 ckptr.close()
-            except Exception:  # noqa: BLE001 - the save's own outcome is what matters
+            except Exception:
                 pass
             plan.arrays.clear()  # drop the references that kept the buffers from being donated
             lock.release()
-            handle._error = None if error is None else _fail(path, error, leftovers,
-                                                             committed=stage == "after_commit")
+            handle._error = None if error is None else _fail(path, error, leftovers, committed=stage == "after_commit")
             handle._done.set()
             _pending.settle(handle)
 

@@ -44,8 +44,10 @@ class _Checker:
         self.dtypes: dict[tuple[str, bool], np.dtype] = {}  # (name, is ndarray) -> dtype, parsed once
 
     def fail(self, ctx: str, expected: str, got: Any):
-        raise CheckpointError(f"{self.where}: the metadata is malformed: {ctx} should be {expected}, got {_what(got)}"
-                              "; the checkpoint is damaged or was not written by lf.save")
+        raise CheckpointError(
+            f"{self.where}: the metadata is malformed: {ctx} should be {expected}, got {_what(got)}"
+            "; the checkpoint is damaged or was not written by lf.save"
+        )
 
     def field(self, d: dict, name: str, ctx: str, expected: str):
         try:
@@ -75,7 +77,7 @@ def _parse_dtype(c: _Checker, e: dict, name: str, ctx: str) -> np.dtype:
     if e["kind"] != "ndarray":
         try:
             return D.to_dtype(name).np
-        except Exception:  # noqa: BLE001 - an unknown name is reported here
+        except Exception:
             c.fail(f"{ctx} 'dtype'", "a lazyflow dtype name (float32, bfloat16, int64...)", name)
     try:
         return dtype_from_name(name)
@@ -125,8 +127,9 @@ def _sharded_crcs(c: _Checker, v: Any, shape: tuple, ctx: str) -> None:
         if type(region) not in (tuple, list) or len(region) != len(shape):
             c.fail(f"{ctx} region", f"{len(shape)} (start, stop) pairs", region)
         for r, dim in zip(region, shape):
-            if not (type(r) in (tuple, list) and len(r) == 2 and all(type(x) is int for x in r)
-                    and 0 <= r[0] <= r[1] <= dim):
+            if not (
+                type(r) in (tuple, list) and len(r) == 2 and all(type(x) is int for x in r) and 0 <= r[0] <= r[1] <= dim
+            ):
                 c.fail(f"{ctx} region", f"(start, stop) within 0..{dim}", r)
         c.ints(item[1], f"{ctx} crcs", 0, 0xFFFFFFFF)
 
@@ -204,8 +207,13 @@ def validate(meta: Any, where: str) -> None:
                 c.fail(f"{ctx} 'storage'", "('empty',) for a tensor of 0 bytes", st)
             continue
         if kind == "array":
-            if not (len(st) == 2 and type(st[1]) is str and _ARRAY_NAME.fullmatch(st[1]) and st[1] not in arrays
-                    and nbytes > 0):
+            if not (
+                len(st) == 2
+                and type(st[1]) is str
+                and _ARRAY_NAME.fullmatch(st[1])
+                and st[1] not in arrays
+                and nbytes > 0
+            ):
                 c.fail(f"{ctx} 'storage'", "('array', 'a<number>') of at least 1 byte, with a name used once", st)
             arrays.add(st[1])
         else:
@@ -213,8 +221,9 @@ def validate(meta: Any, where: str) -> None:
                 c.fail(f"{ctx} 'storage'", "('packed', group, offset, nbytes) naming a group of the record", st)
             off, n = c.ints(st[2:], f"{ctx} packed offset and size")
             if n != nbytes or off + n > groups[st[1]]["nbytes"]:
-                c.fail(f"{ctx} 'storage'", f"{nbytes} bytes inside group '{st[1]}' ({groups[st[1]]['nbytes']} "
-                       "bytes)", st)
+                c.fail(
+                    f"{ctx} 'storage'", f"{nbytes} bytes inside group '{st[1]}' ({groups[st[1]]['nbytes']} bytes)", st
+                )
         crc = c.field(e, "crc", ctx, "the CRC-32 values")
         if kind == "array" and sharding is not None:
             _sharded_crcs(c, crc, shape, f"{ctx} 'crc'")

@@ -26,17 +26,26 @@ import numpy as np
 
 logging.getLogger("absl").setLevel(logging.ERROR)  # orbax logs every save at INFO through absl
 
-import orbax.checkpoint as ocp  # noqa: E402
-import tensorstore as ts  # noqa: E402
-from orbax.checkpoint import checkpoint_args  # noqa: E402
-from orbax.checkpoint import future as ocp_future  # noqa: E402
-from orbax.checkpoint._src import asyncio_utils as _asyncio_utils  # noqa: E402
-from orbax.checkpoint._src.serialization import tensorstore_utils as _ts_utils  # noqa: E402
+import orbax.checkpoint as ocp
+import tensorstore as ts
+from orbax.checkpoint import checkpoint_args
+from orbax.checkpoint import future as ocp_future
+from orbax.checkpoint._src import asyncio_utils as _asyncio_utils
+from orbax.checkpoint._src.serialization import tensorstore_utils as _ts_utils
 
-from . import _crc  # noqa: E402
+from . import _crc
 
-__all__ = ["TENSORS", "META", "META_FILE", "aligned_empty", "HostRestoreArgs", "HostResult", "write",
-           "read_meta", "read_arrays"]
+__all__ = [
+    "TENSORS",
+    "META",
+    "META_FILE",
+    "aligned_empty",
+    "HostRestoreArgs",
+    "HostResult",
+    "write",
+    "read_meta",
+    "read_arrays",
+]
 
 TENSORS = "tensors"
 META = "meta"
@@ -48,7 +57,7 @@ def aligned_empty(nbytes: int) -> np.ndarray:
     """An uninitialised uint8 buffer of ``nbytes`` whose address is a multiple of 64."""
     raw = np.empty(nbytes + ALIGN, np.uint8)
     off = (-raw.ctypes.data) % ALIGN
-    return raw[off:off + nbytes]
+    return raw[off : off + nbytes]
 
 
 @dataclasses.dataclass
@@ -87,8 +96,11 @@ class _HostArrayHandler(ocp.type_handlers.NumpyHandler):
         for info in infos:
             await info.await_path_creation()
             spec = _ts_utils.build_array_read_spec(
-                info, use_ocdbt=info.is_ocdbt_checkpoint, metadata_key=self._metadata_key,
-                raise_array_data_missing_error=info.raise_array_data_missing_error).json
+                info,
+                use_ocdbt=info.is_ocdbt_checkpoint,
+                metadata_key=self._metadata_key,
+                raise_array_data_missing_error=info.raise_array_data_missing_error,
+            ).json
             stores.append(ts.open(ts.Spec(spec), open=True, context=info.ts_context))
         stores = await _gather_all(*stores)
         return await _gather_all(*(self._read(store, arg) for store, arg in zip(stores, args)))
@@ -112,8 +124,9 @@ class _HostArrayHandler(ocp.type_handlers.NumpyHandler):
             if not spans:
                 return []
             pool = self._executor() if self._executor else None
-            parts = await _gather_all(*(loop.run_in_executor(pool, _crc.crc_list, flat, b)
-                                        for b in _crc.batches(spans)))
+            parts = await _gather_all(
+                *(loop.run_in_executor(pool, _crc.crc_list, flat, b) for b in _crc.batches(spans))
+            )
             return [c for part in parts for c in part]
 
         crcs = await _gather_all(*(one(b, s, c) for b, s, c in zip(buffers, sources, checks)))
@@ -151,7 +164,7 @@ def _write_file(path: str, data: bytes) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -195,18 +208,21 @@ checkpoint_args.register_with_handler(_MetaHandler, for_restore=True)(MetaRestor
 _ASYNC_OPTION_VALUES: dict[str, Any] = (
     {"create_directories_asynchronously": False}
     if "create_directories_asynchronously" in {f.name for f in dataclasses.fields(ocp.options.AsyncOptions)}
-    else {})
+    else {}
+)
 _ASYNC_OPTIONS = ocp.options.AsyncOptions(**_ASYNC_OPTION_VALUES)
 
 
 def _type_registry(crc_executor=None):
     return ocp.type_handlers.create_type_handler_registry(
-        (np.ndarray, _HostArrayHandler(crc_executor)), (jax.Array, ocp.type_handlers.ArrayHandler()))
+        (np.ndarray, _HostArrayHandler(crc_executor)), (jax.Array, ocp.type_handlers.ArrayHandler())
+    )
 
 
 def _checkpointer(async_: bool, crc_executor=None):
-    tensors = ocp.PyTreeCheckpointHandler(use_compression=False, use_ocdbt=True,
-                                          type_handler_registry=_type_registry(crc_executor))
+    tensors = ocp.PyTreeCheckpointHandler(
+        use_compression=False, use_ocdbt=True, type_handler_registry=_type_registry(crc_executor)
+    )
     registry = ocp.handlers.DefaultCheckpointHandlerRegistry()
     registry.add(TENSORS, ocp.args.PyTreeSave, tensors)
     registry.add(TENSORS, ocp.args.PyTreeRestore, tensors)
@@ -223,17 +239,25 @@ def _checkpointer(async_: bool, crc_executor=None):
 
 
 @overload
-def write(directory: str, arrays: Mapping[str, Any], save_args: Mapping[str, Any], meta: _Meta, *,
-          async_: Literal[True]) -> ocp.AsyncCheckpointer: ...
+def write(
+    directory: str, arrays: Mapping[str, Any], save_args: Mapping[str, Any], meta: _Meta, *, async_: Literal[True]
+) -> ocp.AsyncCheckpointer: ...
 
 
 @overload
-def write(directory: str, arrays: Mapping[str, Any], save_args: Mapping[str, Any], meta: _Meta, *,
-          async_: Literal[False] = False) -> None: ...
+def write(
+    directory: str,
+    arrays: Mapping[str, Any],
+    save_args: Mapping[str, Any],
+    meta: _Meta,
+    *,
+    async_: Literal[False] = False,
+) -> None: ...
 
 
-def write(directory: str, arrays: Mapping[str, Any], save_args: Mapping[str, Any], meta: _Meta, *,
-          async_: bool = False) -> ocp.AsyncCheckpointer | None:
+def write(
+    directory: str, arrays: Mapping[str, Any], save_args: Mapping[str, Any], meta: _Meta, *, async_: bool = False
+) -> ocp.AsyncCheckpointer | None:
     """Write one orbax checkpoint at ``directory`` (which must not exist).
 
     Returns None for a synchronous write; for ``async_`` the ``AsyncCheckpointer`` whose
@@ -260,6 +284,10 @@ def read_arrays(directory: str, restore_args: Mapping[str, Any], crc_executor=No
         return {}
     ckptr = _checkpointer(False, crc_executor)
     item = dict.fromkeys(restore_args, 0)
-    out = ckptr.restore(directory, ocp.args.Composite(**{TENSORS: ocp.args.PyTreeRestore(
-        item=item, restore_args=dict(restore_args), partial_restore=True)}))
+    out = ckptr.restore(
+        directory,
+        ocp.args.Composite(
+            **{TENSORS: ocp.args.PyTreeRestore(item=item, restore_args=dict(restore_args), partial_restore=True)}
+        ),
+    )
     return dict(out[TENSORS])

@@ -18,8 +18,17 @@ from .._core.errors import CheckpointError, CheckpointUnpicklingError
 from ._allowlist import add_safe_globals, allowed_globals, clear_safe_globals, get_safe_globals
 from ._safe_unpickler import SafeUnpickler
 
-__all__ = ["PID_TAG", "PROTOCOL", "dumps", "loads", "load_record", "add_safe_globals", "get_safe_globals",
-           "clear_safe_globals", "allowed_globals"]
+__all__ = [
+    "PID_TAG",
+    "PROTOCOL",
+    "dumps",
+    "loads",
+    "load_record",
+    "add_safe_globals",
+    "get_safe_globals",
+    "clear_safe_globals",
+    "allowed_globals",
+]
 
 PID_TAG = "lazyflow.tensor"
 PROTOCOL = 5
@@ -56,8 +65,13 @@ def _wrap(where: str, e: Exception) -> CheckpointUnpicklingError:
     return CheckpointUnpicklingError(f"{where}: the metadata could not be unpickled ({type(e).__name__}: {e})")
 
 
-def loads(data: bytes, persistent_load: Callable[[Any], Any] | None = None, *, weights_only: bool = True,
-          where: str = "checkpoint") -> Any:
+def loads(
+    data: bytes,
+    persistent_load: Callable[[Any], Any] | None = None,
+    *,
+    weights_only: bool = True,
+    where: str = "checkpoint",
+) -> Any:
     """Unpickle ``data`` (the saved structure); ``weights_only`` runs the restricted machine.
 
     Raises:

@@ -38,8 +38,7 @@ class CheckpointManager:
     >>> state = mgr.restore()  # the latest step
     """
 
-    def __init__(self, directory: str | os.PathLike, max_to_keep: int | None = None,
-                 keep_every: int | None = None):
+    def __init__(self, directory: str | os.PathLike, max_to_keep: int | None = None, keep_every: int | None = None):
         for name, v in (("max_to_keep", max_to_keep), ("keep_every", keep_every)):
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
                 raise CheckpointError(f"CheckpointManager: {name} must be a positive int or None, got {v!r}")
@@ -137,8 +136,10 @@ class CheckpointManager:
             if step is None:
                 raise CheckpointError(f"CheckpointManager: no complete checkpoint in '{self.directory}'")
         elif step not in self.all_steps():
-            raise CheckpointError(f"CheckpointManager: no complete checkpoint for step {step} in "
-                                  f"'{self.directory}' (steps: {self.all_steps()})")
+            raise CheckpointError(
+                f"CheckpointManager: no complete checkpoint for step {step} in "
+                f"'{self.directory}' (steps: {self.all_steps()})"
+            )
         return load(self._step_path(step), **load_kwargs)
 
     def delete(self, step: int) -> None:
@@ -158,7 +159,7 @@ class CheckpointManager:
         steps = self.all_steps()
         if self.max_to_keep is None:
             return
-        keep = set(steps[-self.max_to_keep:])
+        keep = set(steps[-self.max_to_keep :])
         if self.keep_every:
             keep |= {s for s in steps if s % self.keep_every == 0}
         for s in steps:
@@ -167,5 +168,7 @@ class CheckpointManager:
 
 
 def _only_leftovers(path: str) -> bool:
-    return all((pid := _layout._pid_of(e)) is not None and not _layout._busy(os.path.join(path, e), pid)
-               for e in os.listdir(path))
+    return all(
+        (pid := _layout._pid_of(e)) is not None and not _layout._busy(os.path.join(path, e), pid)
+        for e in os.listdir(path)
+    )

@@ -22,6 +22,18 @@ from .process_group import (
     is_initialized,
 )
 
-__all__ = ["Mesh", "NamedSharding", "PartitionSpec", "shard", "replicate", "init_process_group", "get_rank",
-           "get_world_size", "barrier", "is_initialized", "destroy_process_group", "broadcast_object_list",
-           "all_gather_object"]
+__all__ = [
+    "Mesh",
+    "NamedSharding",
+    "PartitionSpec",
+    "shard",
+    "replicate",
+    "init_process_group",
+    "get_rank",
+    "get_world_size",
+    "barrier",
+    "is_initialized",
+    "destroy_process_group",
+    "broadcast_object_list",
+    "all_gather_object",
+]

@@ -15,7 +15,7 @@ from .._tensor import Tensor, _to_device
 __all__ = ["Mesh", "NamedSharding", "PartitionSpec", "shard", "replicate"]
 
 
-def Mesh(shape, axis_names, *, devices=None) -> _JaxMesh:  # noqa: N802  (a constructor, like jax's)
+def Mesh(shape, axis_names, *, devices=None) -> _JaxMesh:
     """A device mesh: ``Mesh((2, 4), ("data", "model"))`` over ``devices`` (default: all of JAX's devices).
 
     Args:
@@ -42,8 +42,10 @@ def Mesh(shape, axis_names, *, devices=None) -> _JaxMesh:  # noqa: N802  (a cons
     devs = list(jax.devices() if devices is None else devices)
     n = math.prod(shape)
     if n > len(devs):
-        raise DeviceError(f"Mesh{shape} needs {n} devices but only {len(devs)} exist (on CPU, set "
-                          f"XLA_FLAGS=--xla_force_host_platform_device_count={n} before importing jax)")
+        raise DeviceError(
+            f"Mesh{shape} needs {n} devices but only {len(devs)} exist (on CPU, set "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={n} before importing jax)"
+        )
     return _JaxMesh(np.array(devs[:n], dtype=object).reshape(shape), axis_names)
 
 
@@ -59,8 +61,7 @@ def _spec(spec):
 
 def _check_spec(shape, mesh, ps, where: str) -> None:
     if len(ps) > len(shape):
-        raise ShapeError(f"{where}: spec {ps} has {len(ps)} entries for a {len(shape)}-d tensor of shape "
-                         f"{list(shape)}")
+        raise ShapeError(f"{where}: spec {ps} has {len(ps)} entries for a {len(shape)}-d tensor of shape {list(shape)}")
     used = []
     for dim, axes in enumerate(ps):
         if axes is None:
@@ -68,13 +69,15 @@ def _check_spec(shape, mesh, ps, where: str) -> None:
         names = (axes,) if isinstance(axes, str) else tuple(axes)
         unknown = [a for a in names if a not in mesh.shape]
         if unknown:
-            raise ShapeError(f"{where}: spec {ps} names mesh axes {unknown}, but the mesh has axes "
-                             f"{tuple(mesh.axis_names)}")
+            raise ShapeError(
+                f"{where}: spec {ps} names mesh axes {unknown}, but the mesh has axes {tuple(mesh.axis_names)}"
+            )
         used.extend(names)
         size = math.prod(mesh.shape[a] for a in names)
         if shape[dim] % size:
-            raise ShapeError(f"{where}: dim {dim} of size {shape[dim]} is not divisible by mesh axes {names} "
-                             f"(size {size})")
+            raise ShapeError(
+                f"{where}: dim {dim} of size {shape[dim]} is not divisible by mesh axes {names} (size {size})"
+            )
     if len(set(used)) != len(used):
         raise ShapeError(f"{where}: spec {ps} uses a mesh axis for more than one dimension")
 

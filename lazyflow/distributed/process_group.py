@@ -15,8 +15,16 @@ import jax
 
 from .._core.errors import DeviceError
 
-__all__ = ["init_process_group", "get_rank", "get_world_size", "barrier", "is_initialized", "destroy_process_group",
-           "broadcast_object_list", "all_gather_object"]
+__all__ = [
+    "init_process_group",
+    "get_rank",
+    "get_world_size",
+    "barrier",
+    "is_initialized",
+    "destroy_process_group",
+    "broadcast_object_list",
+    "all_gather_object",
+]
 
 _state = {"initialized": False, "seq": 0}
 _TIMEOUT_MS = 30 * 60 * 1000  # object exchanges wait for peers still busy with a long step
@@ -35,9 +43,15 @@ def _env_config(coordinator_address, num_processes, process_id):
     return coordinator_address, num_processes, process_id
 
 
-def init_process_group(backend: str | None = None, *, coordinator_address: str | None = None,
-                       num_processes: int | None = None, process_id: int | None = None,
-                       local_device_ids=None, timeout: float | None = None) -> None:
+def init_process_group(
+    backend: str | None = None,
+    *,
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    local_device_ids=None,
+    timeout: float | None = None,
+) -> None:
     """Join the process group (``jax.distributed.initialize``); afterwards ``jax.devices()`` lists every
     process's devices and a mesh over them spans all processes.
 
@@ -65,29 +79,42 @@ def init_process_group(backend: str | None = None, *, coordinator_address: str |
     >>> lf.distributed.init_process_group()  # under python -m lazyflow.distributed.run --nproc 2 train.py
     """
     coordinator_address, num_processes, process_id = _env_config(coordinator_address, num_processes, process_id)
-    missing = [n for n, v in (("coordinator_address", coordinator_address), ("num_processes", num_processes),
-                              ("process_id", process_id)) if v is None]
+    missing = [
+        n
+        for n, v in (
+            ("coordinator_address", coordinator_address),
+            ("num_processes", num_processes),
+            ("process_id", process_id),
+        )
+        if v is None
+    ]
     if missing or num_processes is None or process_id is None:  # the None checks restate `missing` for pyright
-        raise ValueError(f"init_process_group: missing {missing}; pass them or set LAZYFLOW_COORDINATOR (or "
-                         "MASTER_ADDR/MASTER_PORT), WORLD_SIZE and RANK (the lazyflow launcher sets them)")
+        raise ValueError(
+            f"init_process_group: missing {missing}; pass them or set LAZYFLOW_COORDINATOR (or "
+            "MASTER_ADDR/MASTER_PORT), WORLD_SIZE and RANK (the lazyflow launcher sets them)"
+        )
     num_processes, process_id = int(num_processes), int(process_id)
     if num_processes < 1 or not 0 <= process_id < num_processes:
-        raise ValueError(f"init_process_group: rank {process_id} is not in [0, {num_processes}) (world size "
-                         f"{num_processes})")
+        raise ValueError(
+            f"init_process_group: rank {process_id} is not in [0, {num_processes}) (world size {num_processes})"
+        )
     if _state["initialized"]:
         raise DeviceError("init_process_group was already called in this process")
     from jax._src import xla_bridge
 
     if xla_bridge.backends_are_initialized():
-        raise DeviceError("init_process_group must run before JAX starts its backend: call it right after "
-                          "`import lazyflow`, before creating any tensor or listing devices")
+        raise DeviceError(
+            "init_process_group must run before JAX starts its backend: call it right after "
+            "`import lazyflow`, before creating any tensor or listing devices"
+        )
     kw = {}
     if timeout is not None:
         kw["initialization_timeout"] = int(timeout)
     if local_device_ids is not None:
         kw["local_device_ids"] = local_device_ids
-    jax.distributed.initialize(coordinator_address=coordinator_address, num_processes=num_processes,
-                               process_id=process_id, **kw)
+    jax.distributed.initialize(
+        coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id, **kw
+    )
     _state["initialized"] = True
     if num_processes > 1:
         _exit_on_uncaught_exception()
@@ -148,8 +175,10 @@ def _client():
 
     client = distributed.global_state.client
     if client is None:
-        raise DeviceError(f"{jax.process_count()} processes but no coordination client: call "
-                          "lf.distributed.init_process_group() first")
+        raise DeviceError(
+            f"{jax.process_count()} processes but no coordination client: call "
+            "lf.distributed.init_process_group() first"
+        )
     return client
 
 
@@ -206,5 +235,6 @@ def all_gather_object(object_list: list, obj: Any) -> None:
     me = jax.process_index()
     client.key_value_set_bytes(f"{key}/{me}", pickle.dumps(obj))
     for r in range(n):
-        object_list[r] = obj if r == me else pickle.loads(
-            client.blocking_key_value_get_bytes(f"{key}/{r}", _TIMEOUT_MS))
+        object_list[r] = (
+            obj if r == me else pickle.loads(client.blocking_key_value_get_bytes(f"{key}/{r}", _TIMEOUT_MS))
+        )

@@ -88,8 +88,17 @@ def _stop(procs, grace: float = 5.0) -> None:
             p.wait()
 
 
-def launch(nproc: int, cmd: list[str], *, nnodes: int = 1, node_rank: int = 0, master_addr: str | None = None,
-           master_port: int | None = None, env_extra: dict | None = None, out=None) -> int:
+def launch(
+    nproc: int,
+    cmd: list[str],
+    *,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    master_addr: str | None = None,
+    master_port: int | None = None,
+    env_extra: dict | None = None,
+    out=None,
+) -> int:
     """Run ``cmd`` as ``nproc`` local ranks of a ``nnodes * nproc`` process job.
 
     Args:
@@ -126,12 +135,27 @@ def launch(nproc: int, cmd: list[str], *, nnodes: int = 1, node_rank: int = 0, m
     try:
         for local in range(nproc):
             rank = node_rank * nproc + local
-            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(local), WORLD_SIZE=str(world),
-                       LOCAL_WORLD_SIZE=str(nproc), NODE_RANK=str(node_rank), MASTER_ADDR=addr,
-                       MASTER_PORT=str(port), LAZYFLOW_COORDINATOR=f"{addr}:{port}", PYTHONUNBUFFERED="1",
-                       **(env_extra or {}))
-            p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                 start_new_session=True, preexec_fn=preexec)
+            env = dict(
+                os.environ,
+                RANK=str(rank),
+                LOCAL_RANK=str(local),
+                WORLD_SIZE=str(world),
+                LOCAL_WORLD_SIZE=str(nproc),
+                NODE_RANK=str(node_rank),
+                MASTER_ADDR=addr,
+                MASTER_PORT=str(port),
+                LAZYFLOW_COORDINATOR=f"{addr}:{port}",
+                PYTHONUNBUFFERED="1",
+                **(env_extra or {}),
+            )
+            p = subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
             procs.append(p)
             t = threading.Thread(target=_pump, args=(p.stdout, f"[rank {rank}] ", out, lock), daemon=True)
             t.start()
@@ -153,8 +177,10 @@ def launch(nproc: int, cmd: list[str], *, nnodes: int = 1, node_rank: int = 0, m
             code = _status(c)
             pumps[i].join(1)  # its last lines (a traceback) before the launcher's
             with lock:
-                out.write(f"[launcher] rank {node_rank * nproc + i} exited with status {code}; stopping the "
-                          f"other {nproc - 1} local process(es)\n")
+                out.write(
+                    f"[launcher] rank {node_rank * nproc + i} exited with status {code}; stopping the "
+                    f"other {nproc - 1} local process(es)\n"
+                )
                 out.flush()
             break
     except KeyboardInterrupt:
@@ -170,22 +196,44 @@ def launch(nproc: int, cmd: list[str], *, nnodes: int = 1, node_rank: int = 0, m
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (see the module docstring); returns the exit status."""
-    ap = argparse.ArgumentParser(prog="python -m lazyflow.distributed.run",
-                                 description=(__doc__ or "").split("\n\n")[0])
-    ap.add_argument("--nproc", "--nproc-per-node", "--nproc_per_node", type=int, required=True, dest="nproc",
-                    help="processes on this host")
+    ap = argparse.ArgumentParser(
+        prog="python -m lazyflow.distributed.run", description=(__doc__ or "").split("\n\n")[0]
+    )
+    ap.add_argument(
+        "--nproc",
+        "--nproc-per-node",
+        "--nproc_per_node",
+        type=int,
+        required=True,
+        dest="nproc",
+        help="processes on this host",
+    )
     ap.add_argument("--nnodes", type=int, default=1, help="hosts taking part (one launcher each)")
     ap.add_argument("--node-rank", "--node_rank", type=int, default=0, dest="node_rank", help="this host's index")
-    ap.add_argument("--master-addr", "--master_addr", default=None, dest="master_addr",
-                    help="host 0's address (default 127.0.0.1)")
-    ap.add_argument("--master-port", "--master_port", "--port", type=int, default=None, dest="master_port",
-                    help="coordinator port (default: a free one on one host, 29500 on several)")
+    ap.add_argument(
+        "--master-addr", "--master_addr", default=None, dest="master_addr", help="host 0's address (default 127.0.0.1)"
+    )
+    ap.add_argument(
+        "--master-port",
+        "--master_port",
+        "--port",
+        type=int,
+        default=None,
+        dest="master_port",
+        help="coordinator port (default: a free one on one host, 29500 on several)",
+    )
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
     try:
-        return launch(a.nproc, [sys.executable, a.script, *a.args], nnodes=a.nnodes, node_rank=a.node_rank,
-                      master_addr=a.master_addr, master_port=a.master_port)
+        return launch(
+            a.nproc,
+            [sys.executable, a.script, *a.args],
+            nnodes=a.nnodes,
+            node_rank=a.node_rank,
+            master_addr=a.master_addr,
+            master_port=a.master_port,
+        )
     except ValueError as e:
         ap.error(str(e))
 

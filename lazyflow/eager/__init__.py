@@ -11,5 +11,14 @@ from .cache import (
 )
 from .interpreter import INTERPRETER, EagerInterpreter
 
-__all__ = ["CacheInfo", "CacheLimitError", "CacheLimitTypeError", "cache_info", "clear_cache", "set_cache_limit",
-           "get_cache_limit", "INTERPRETER", "EagerInterpreter"]
+__all__ = [
+    "CacheInfo",
+    "CacheLimitError",
+    "CacheLimitTypeError",
+    "cache_info",
+    "clear_cache",
+    "set_cache_limit",
+    "get_cache_limit",
+    "INTERPRETER",
+    "EagerInterpreter",
+]

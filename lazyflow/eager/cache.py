@@ -39,8 +39,17 @@ from collections import namedtuple
 
 from .._core.errors import LazyflowError
 
-__all__ = ["CacheInfo", "CacheLimitError", "CacheLimitTypeError", "cache_info", "clear_cache", "set_cache_limit",
-           "get_cache_limit", "DEFAULT_CACHE_SIZE", "DEFAULT_CACHE_BYTES"]
+__all__ = [
+    "CacheInfo",
+    "CacheLimitError",
+    "CacheLimitTypeError",
+    "cache_info",
+    "clear_cache",
+    "set_cache_limit",
+    "get_cache_limit",
+    "DEFAULT_CACHE_SIZE",
+    "DEFAULT_CACHE_BYTES",
+]
 
 DEFAULT_CACHE_SIZE = 4096
 # 1 GiB: ~600 small kernels. One eager training step (forward, backward, SGD) of benchmarks/models.py's ResNet-50
@@ -64,11 +73,14 @@ class CacheLimitTypeError(CacheLimitError, TypeError):
 
 def _check_limit(value, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise CacheLimitTypeError(f"set_cache_limit: {what} must be a positive int, got {type(value).__name__} "
-                                  f"{value!r}; pass e.g. {what}={_EXAMPLE[what]}")
+        raise CacheLimitTypeError(
+            f"set_cache_limit: {what} must be a positive int, got {type(value).__name__} "
+            f"{value!r}; pass e.g. {what}={_EXAMPLE[what]}"
+        )
     if value < 1:
-        raise CacheLimitError(f"set_cache_limit: {what} must be a positive int, got {value!r}; pass e.g. "
-                              f"{what}={_EXAMPLE[what]}")
+        raise CacheLimitError(
+            f"set_cache_limit: {what} must be a positive int, got {value!r}; pass e.g. {what}={_EXAMPLE[what]}"
+        )
     return value
 
 
@@ -90,8 +102,9 @@ def _env_limit(name: str = "LAZYFLOW_EAGER_CACHE_SIZE", default: int = DEFAULT_C
         except ValueError:
             n = 0
     if n < 1:
-        form = "a positive integer of bytes, optionally with a K, M, G or T suffix (1G)" if units else \
-            "a positive integer"
+        form = (
+            "a positive integer of bytes, optionally with a K, M, G or T suffix (1G)" if units else "a positive integer"
+        )
         raise CacheLimitError(f"{name} must be {form}, got {raw!r}")
     return n
 
@@ -134,8 +147,16 @@ def cache_info() -> CacheInfo:
     CacheInfo(hits=..., misses=..., evictions=0, currsize=..., maxsize=4096, backward_compiles=..., currbytes=...,
               maxbytes=1073741824)
     """
-    return CacheInfo(stats.hits, stats.misses, stats.evictions, _count(), stats.maxsize, stats.backward_compiles,
-                     stats.currbytes, stats.maxbytes)
+    return CacheInfo(
+        stats.hits,
+        stats.misses,
+        stats.evictions,
+        _count(),
+        stats.maxsize,
+        stats.backward_compiles,
+        stats.currbytes,
+        stats.maxbytes,
+    )
 
 
 def clear_cache() -> None:

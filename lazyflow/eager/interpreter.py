@@ -298,7 +298,7 @@ def _on_default_dtype(d) -> None:
     _cache.use_table(d)
 
 
-from .._core import dtypes as _D  # noqa: E402
+from .._core import dtypes as _D
 
 _D._listeners.append(_on_default_dtype)
 _cache.use_table(_D.get_default_dtype())

@@ -9,13 +9,32 @@ from .module import CompiledModule
 from .nn_graph import Graph, GraphConfig
 from .trace import TraceInterpreter, Tracing
 
-__all__ = ["GraphError", "CompiledFunction", "CompileInfo", "TraceInterpreter", "Tracing", "compile", "Graph",
-           "GraphConfig", "CompiledModule"]
+__all__ = [
+    "GraphError",
+    "CompiledFunction",
+    "CompileInfo",
+    "TraceInterpreter",
+    "Tracing",
+    "compile",
+    "Graph",
+    "GraphConfig",
+    "CompiledModule",
+]
 
 
-def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, mode=None, options=None,  # noqa: A001
-            disable: bool = False, cache_size_limit: int = 8, recompile_limit: int = 8,
-            on_recompile_limit: str = "eager"):
+def compile(
+    model=None,
+    *,
+    fullgraph: bool = False,
+    dynamic=None,
+    backend=None,
+    mode=None,
+    options=None,
+    disable: bool = False,
+    cache_size_limit: int = 8,
+    recompile_limit: int = 8,
+    on_recompile_limit: str = "eager",
+):
     """Compile a module or a function of tensors into XLA programs (torch.compile's signature).
 
     Args:
@@ -33,8 +52,9 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, 
     >>> @lf.compile
     ... def f(x, y): return (x * y).sum()
     """
-    kw: dict[str, Any] = dict(cache_size_limit=cache_size_limit, recompile_limit=recompile_limit,
-              on_recompile_limit=on_recompile_limit)
+    kw: dict[str, Any] = dict(
+        cache_size_limit=cache_size_limit, recompile_limit=recompile_limit, on_recompile_limit=on_recompile_limit
+    )
     if model is None:
         return lambda m: compile(m, disable=disable, **kw)
     if disable:
@@ -44,4 +64,3 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=None, 
     if not callable(model):
         raise TypeError(f"lf.compile expects an lf.nn.Module or a callable, got {type(model).__name__}")
     return CompiledFunction(model, **kw)
-

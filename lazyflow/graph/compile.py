@@ -48,7 +48,7 @@ warnings.filterwarnings("ignore", message="Some donated buffers were not usable"
 _PY_SCALARS = frozenset((float, int, bool, complex))
 _NO_AUX = (None, None)
 
-_is_tensor = lambda x: isinstance(x, Tensor)  # noqa: E731
+_is_tensor = lambda x: isinstance(x, Tensor)
 
 
 def _leaf_key(x):
@@ -74,8 +74,20 @@ def _aux_key(a):
 
 
 class _Variant:
-    __slots__ = ("kernel", "fwd", "bwd", "out_tree", "out_metas", "n_rng", "written", "info", "n_carry",
-                 "diff", "connect", "donates")
+    __slots__ = (
+        "kernel",
+        "fwd",
+        "bwd",
+        "out_tree",
+        "out_metas",
+        "n_rng",
+        "written",
+        "info",
+        "n_carry",
+        "diff",
+        "connect",
+        "donates",
+    )
 
     def __init__(self, n_carry, diff, connect, donates):
         self.kernel = self.fwd = self.bwd = None
@@ -100,8 +112,10 @@ class _CallEntry:
         return self.variant.bwd(self.vjp_fn, list(gs))
 
     def bwd_op(self, diff=None):
-        raise AutogradError("create_graph=True (double backward) through an lf.compile'd call is not supported; "
-                            "differentiate the eager module instead")
+        raise AutogradError(
+            "create_graph=True (double backward) through an lf.compile'd call is not supported; "
+            "differentiate the eager module instead"
+        )
 
 
 class CompiledFunction:
@@ -110,8 +124,16 @@ class CompiledFunction:
 
     _trace_grad = False  # True: the traced code records its own tape (nn.Graph calls backward inside the program)
 
-    def __init__(self, fn, *, cache_size_limit: int = 8, recompile_limit: int | None = 8,
-                 on_recompile_limit: str = "eager", name: str | None = None, where: str | None = None):
+    def __init__(
+        self,
+        fn,
+        *,
+        cache_size_limit: int = 8,
+        recompile_limit: int | None = 8,
+        on_recompile_limit: str = "eager",
+        name: str | None = None,
+        where: str | None = None,
+    ):
         if on_recompile_limit not in ("eager", "raise"):
             raise ValueError(f"on_recompile_limit must be 'eager' or 'raise', got {on_recompile_limit!r}")
         for nm, v in (("cache_size_limit", cache_size_limit), ("recompile_limit", recompile_limit)):
@@ -183,15 +205,22 @@ class CompiledFunction:
         tensor_leaves = [x for x in leaves if isinstance(x, Tensor)]
         connect = False
         if self._trace_grad or state.grad_enabled:
-            diff = (tuple(i for i, t in enumerate(all_state) if t._rg),
-                    () if self._trace_grad else tuple(i for i, t in enumerate(tensor_leaves) if t._rg))
+            diff = (
+                tuple(i for i, t in enumerate(all_state) if t._rg),
+                () if self._trace_grad else tuple(i for i, t in enumerate(tensor_leaves) if t._rg),
+            )
             connect = not self._trace_grad and bool(diff[0] or diff[1])
         else:
             diff = None
-        key = (tree, tuple(_leaf_key(x) for x in leaves), (n_carry, tuple(t._meta for t in all_state)),
-               (diff, connect), self._extra_key(), (d_tree, k_tree, tuple(_aux_key(a) for a in d_leaves),
-                                                    tuple(_aux_key(a) for a in k_leaves)),
-               self.config._mesh_key())
+        key = (
+            tree,
+            tuple(_leaf_key(x) for x in leaves),
+            (n_carry, tuple(t._meta for t in all_state)),
+            (diff, connect),
+            self._extra_key(),
+            (d_tree, k_tree, tuple(_aux_key(a) for a in d_leaves), tuple(_aux_key(a) for a in k_leaves)),
+            self.config._mesh_key(),
+        )
         donates = bool(n_carry or d_leaves)
         del d_leaves  # it references the buffers too: gone before the donation check
         v = self._variants.get(key)
@@ -210,12 +239,17 @@ class CompiledFunction:
             what = _what_changed(self._last_key, key)
             if not self._warned:
                 self._warned = True
-                warnings.warn(f"lf.compile({self._name}): recompile limit ({self._recompile_limit}) reached; "
-                              f"{what}. " + ("Running eagerly from now on for new signatures."
-                                             if self._on_limit == "eager" else ""), stacklevel=3)
+                warnings.warn(
+                    f"lf.compile({self._name}): recompile limit ({self._recompile_limit}) reached; "
+                    f"{what}. "
+                    + ("Running eagerly from now on for new signatures." if self._on_limit == "eager" else ""),
+                    stacklevel=3,
+                )
             if self._on_limit == "raise":
-                raise GraphError(f"lf.compile({self._name}): recompile limit ({self._recompile_limit}) reached; "
-                                 f"{what}; raise the limit with lf.compile(..., recompile_limit=N)")
+                raise GraphError(
+                    f"lf.compile({self._name}): recompile limit ({self._recompile_limit}) reached; "
+                    f"{what}; raise the limit with lf.compile(..., recompile_limit=N)"
+                )
             return None
         self._build(v, tree, leaves, all_state)
         self._compiles += 1
@@ -241,15 +275,26 @@ class CompiledFunction:
         def pure(state_vals, donated, kept, arg_vals, seed, offset):
             self._traces += 1
             out_vals, out_tree, new_state, n_rng, captured, aux_out = trace_pure(
-                lambda: body(call, arg_vals, donated, kept), all_state, readonly, state_vals, seed, offset,
-                grad=self._trace_grad, where=where)
+                lambda: body(call, arg_vals, donated, kept),
+                all_state,
+                readonly,
+                state_vals,
+                seed,
+                offset,
+                grad=self._trace_grad,
+                where=where,
+            )
             written = tuple(range(n_carry)) + tuple(
-                i for i in range(n_carry, n_state)
-                if id(all_state[i]) not in readonly and new_state[i] is not state_vals[i])
+                i
+                for i in range(n_carry, n_state)
+                if id(all_state[i]) not in readonly and new_state[i] is not state_vals[i]
+            )
             new = [new_state[i] for i in written]
             if shardings is not None:
-                new = [jax.lax.with_sharding_constraint(x, shardings[i]) if shardings[i] is not None else x
-                       for i, x in zip(written, new)]
+                new = [
+                    jax.lax.with_sharding_constraint(x, shardings[i]) if shardings[i] is not None else x
+                    for i, x in zip(written, new)
+                ]
             info.update(out_tree=out_tree, n_rng=n_rng, written=written, captured=captured)
             return out_vals, (new, aux_out)
 
@@ -287,8 +332,9 @@ class CompiledFunction:
         diff_tensors = None
         if v.connect:
             diff_tensors = [all_state[i] for i in v.diff[0]] + [tensor_leaves[i] for i in v.diff[1]]
-            outs, new, aux_out, vjp_fn = v.fwd([t._value for t in diff_tensors], [t._value for t in all_state],
-                                               donated, kept, arg_vals, seed, offset)
+            outs, new, aux_out, vjp_fn = v.fwd(
+                [t._value for t in diff_tensors], [t._value for t in all_state], donated, kept, arg_vals, seed, offset
+            )
             if v.bwd is None:
                 v.bwd = _make_bwd(outs)
         else:
@@ -314,8 +360,9 @@ class CompiledFunction:
             v.out_tree, v.n_rng, v.written = info["out_tree"], info["n_rng"], info["written"]
             v.out_metas = [None if o is None else _meta_of(o) for o in outs]
             if self._debug:
-                print(f"[{self._where}] traced and compiled variant #{self._compiles} in "
-                      f"{time.perf_counter() - t0:.3f} s")
+                print(
+                    f"[{self._where}] traced and compiled variant #{self._compiles} in {time.perf_counter() - t0:.3f} s"
+                )
             captured = [t for t in info["captured"].values() if all(t is not s for s in all_state)]
             if captured:
                 # this call ran with the captured values baked in (correct now); lift them to inputs from now on

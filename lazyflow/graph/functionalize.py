@@ -36,8 +36,10 @@ class RngCounter:
 
     def __call__(self, gen):
         if gen is not default_generator:
-            raise GraphError(f"a random op inside graph mode at {user_frame()} uses a non-default "
-                             "lf.Generator; inside compiled code use the default generator (lf.manual_seed)")
+            raise GraphError(
+                f"a random op inside graph mode at {user_frame()} uses a non-default "
+                "lf.Generator; inside compiled code use the default generator (lf.manual_seed)"
+            )
         k = self.count
         self.count += 1
         return self.seed, self.offset + jnp.uint32(k)
@@ -58,8 +60,10 @@ def flatten_out(out, where: str):
         elif isinstance(leaf, Tensor):
             vals.append(leaf._value)
         else:
-            raise GraphError(f"{where} returned a {type(leaf).__name__} ({leaf!r}); compiled code must return "
-                             "Tensors (or tuples/lists/dicts of them); return a tensor and convert it outside")
+            raise GraphError(
+                f"{where} returned a {type(leaf).__name__} ({leaf!r}); compiled code must return "
+                "Tensors (or tuples/lists/dicts of them); return a tensor and convert it outside"
+            )
     return vals, tree
 
 
@@ -113,8 +117,10 @@ def trace_pure(body, state_tensors, readonly_ids, state_vals, seed, offset, *, g
             if id(t) in readonly_ids:
                 continue
             if not isinstance(t._value, _Tracer):
-                raise GraphError(f"{where}: state tensor of shape {list(t.shape)} was replaced by a concrete value "
-                                 "during the trace; update buffers with in-place ops (copy_, mul_, add_)")
+                raise GraphError(
+                    f"{where}: state tensor of shape {list(t.shape)} was replaced by a concrete value "
+                    "during the trace; update buffers with in-place ops (copy_, mul_, add_)"
+                )
         return out_vals, out_tree, new_state, rng.count, ctx.captured, aux_out
     finally:
         state.grad_enabled = prev_grad

@@ -70,5 +70,9 @@ class MeshConfig:
             _ensure_placed(t, param_sharding(t.shape, self.mesh, self.param_axis))
         for t in replicated_state:
             _ensure_placed(t, replicated(self.mesh))
-        return [_make(batch_to_global(x._value, batch_sharding(x.shape, self.mesh, self.data_axis)))
-                if isinstance(x, Tensor) else x for x in leaves]
+        return [
+            _make(batch_to_global(x._value, batch_sharding(x.shape, self.mesh, self.data_axis)))
+            if isinstance(x, Tensor)
+            else x
+            for x in leaves
+        ]

@@ -56,10 +56,10 @@ def strip_wrapper_prefix(state_dict):
         if keys and all(isinstance(k, str) and k.startswith(p) for k in keys):
             out: Any = type(state_dict)() if hasattr(state_dict, "move_to_end") else {}
             for k in keys:
-                out[k[len(p):]] = state_dict[k]
+                out[k[len(p) :]] = state_dict[k]
             meta = getattr(state_dict, "_metadata", None)
             if meta is not None:
-                out._metadata = {(k[len(p):] if k.startswith(p) else k): v for k, v in meta.items()}
+                out._metadata = {(k[len(p) :] if k.startswith(p) else k): v for k, v in meta.items()}
             return out, p
     return state_dict, None
 
@@ -128,8 +128,11 @@ class CompiledModule(Module):
         stripped, prefix = strip_wrapper_prefix(state_dict)
         own = self.module.state_dict(keep_vars=True)
         if prefix is not None and not any(k.startswith(prefix) for k in own):
-            warnings.warn(f"load_state_dict: every key carried the wrapper prefix {prefix!r}; loaded them with the "
-                          f"prefix stripped ({len(stripped)} keys)", stacklevel=2)
+            warnings.warn(
+                f"load_state_dict: every key carried the wrapper prefix {prefix!r}; loaded them with the "
+                f"prefix stripped ({len(stripped)} keys)",
+                stacklevel=2,
+            )
             state_dict = stripped
         return self.module.load_state_dict(state_dict, strict=strict, assign=assign)
 
@@ -154,12 +157,16 @@ class CompiledModule(Module):
         return f"CompiledModule(\n  {inner}\n)"
 
     def __getstate__(self):
-        raise TypeError("a CompiledModule is not picklable; save its state_dict() (same keys as the module) "
-                        "or pickle cm.module")
+        raise TypeError(
+            "a CompiledModule is not picklable; save its state_dict() (same keys as the module) or pickle cm.module"
+        )
 
     def __deepcopy__(self, memo):
         import copy
 
-        opts = dict(cache_size_limit=self._program._limit, recompile_limit=self._program._recompile_limit,
-                    on_recompile_limit=self._program._on_limit)
+        opts = dict(
+            cache_size_limit=self._program._limit,
+            recompile_limit=self._program._recompile_limit,
+            on_recompile_limit=self._program._on_limit,
+        )
         return CompiledModule(copy.deepcopy(self.module, memo), **opts)

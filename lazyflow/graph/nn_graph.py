@@ -67,8 +67,10 @@ class GraphConfig(MeshConfig):
         return (self.amp_dtype, self.grad_acc_steps)
 
     def __repr__(self) -> str:
-        return (f"GraphConfig(amp={self.amp_dtype.name if self.amp_dtype else None}, "
-                f"gradient_accumulation_steps={self.grad_acc_steps})")
+        return (
+            f"GraphConfig(amp={self.amp_dtype.name if self.amp_dtype else None}, "
+            f"gradient_accumulation_steps={self.grad_acc_steps})"
+        )
 
 
 class _StepProgram(CompiledFunction):
@@ -78,8 +80,9 @@ class _StepProgram(CompiledFunction):
 
     def __init__(self, graph, cache_size_limit: int):
         name = type(graph).__name__
-        super().__init__(graph.build, cache_size_limit=cache_size_limit, recompile_limit=None, name=name,
-                         where=f"{name}.build")
+        super().__init__(
+            graph.build, cache_size_limit=cache_size_limit, recompile_limit=None, name=name, where=f"{name}.build"
+        )
         self._graph = graph
         self.config = graph.config
         # this call's: per optimizer its parameters in its numbering, and their positions in the state
@@ -90,8 +93,9 @@ class _StepProgram(CompiledFunction):
     def _state(self):
         """The optimized parameters first (carried: donated, always written back), then every other parameter
         and buffer; remembers where each optimizer's parameters sit, for the trace and the key."""
-        self._opt_params = opt_params = [[p for g in opt.param_groups for p in g["params"]]
-                                         for opt, _ in self._graph._optimizers]
+        self._opt_params = opt_params = [
+            [p for g in opt.param_groups for p in g["params"]] for opt, _ in self._graph._optimizers
+        ]
         seen: dict = {}
         out: list = []
         for ps in opt_params:
@@ -138,8 +142,10 @@ class _StepProgram(CompiledFunction):
                 if v is not p._value:
                     set_traced(p, v)
             if cfg.mesh is not None:  # optimizer state lives where a parameter of its shape lives
-                new_st = [{k: jax.lax.with_sharding_constraint(v, cfg._param_sharding(v.shape)) for k, v in s.items()}
-                          for s in new_st]
+                new_st = [
+                    {k: jax.lax.with_sharding_constraint(v, cfg._param_sharding(v.shape)) for k, v in s.items()}
+                    for s in new_st
+                ]
             new_states.append(new_st)
         return out, new_states
 
@@ -155,12 +161,17 @@ class _StepProgram(CompiledFunction):
                 sch.step()
 
     def _extra_key(self):
-        return (tuple(m.training for mod in self._graph._modules.values() for m in mod.modules()),
-                self.config._key(), self._positions)
+        return (
+            tuple(m.training for mod in self._graph._modules.values() for m in mod.modules()),
+            self.config._key(),
+            self._positions,
+        )
 
     def _param_set(self):
-        return _IdSet([p for ps in self._opt_params for p in ps] +
-                      [p for m in self._graph._modules.values() for p in m.parameters()])
+        return _IdSet(
+            [p for ps in self._opt_params for p in ps]
+            + [p for m in self._graph._modules.values() for p in m.parameters()]
+        )
 
     def _eager_call(self, args, kwargs):
         raise GraphError("a Graph cannot be called inside another compiled program")
@@ -227,8 +238,10 @@ class Graph:
         for n, m in self._modules.items():
             lines.append(f"  (MODULE:{n}): " + repr(m).replace("\n", "\n  "))
         for i, (o, s) in enumerate(self._optimizers):
-            lines.append(f"  (OPTIMIZER:{i}): {type(o).__name__} over {sum(len(g['params']) for g in o.param_groups)}"
-                         f" parameters" + (f", lr scheduler {type(s).__name__}" if s is not None else ""))
+            lines.append(
+                f"  (OPTIMIZER:{i}): {type(o).__name__} over {sum(len(g['params']) for g in o.param_groups)}"
+                f" parameters" + (f", lr scheduler {type(s).__name__}" if s is not None else "")
+            )
         lines.append(f"  (CONFIG): {self.config!r}")
         return "\n".join(lines)
 
@@ -245,6 +258,12 @@ def _mean_outputs(outs, where: str):
     """The micro-batches' results: floating tensors averaged, others from the last micro-batch."""
     per = [flatten_out(o, where) for o in outs]
     tree = per[0][1]
-    vals = [None if v is None else traced(jnp.mean(jnp.stack([p[0][i] for p in per]), 0))
-            if jnp.issubdtype(v.dtype, jnp.inexact) else traced(per[-1][0][i]) for i, v in enumerate(per[0][0])]
+    vals = [
+        None
+        if v is None
+        else traced(jnp.mean(jnp.stack([p[0][i] for p in per]), 0))
+        if jnp.issubdtype(v.dtype, jnp.inexact)
+        else traced(per[-1][0][i])
+        for i, v in enumerate(per[0][0])
+    ]
     return jax.tree_util.tree_unflatten(tree, vals)

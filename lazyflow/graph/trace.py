@@ -100,10 +100,14 @@ class TraceInterpreter:
         fn = _specialized(op, statics, descs)
         try:
             return fn(*vals)
-        except (jax.errors.ConcretizationTypeError, jax.errors.TracerBoolConversionError,
-                jax.errors.TracerIntegerConversionError) as e:
-            raise GraphError(f"{op.name} needs concrete values inside graph mode at {user_frame()}: "
-                             f"{str(e).splitlines()[0]}") from e
+        except (
+            jax.errors.ConcretizationTypeError,
+            jax.errors.TracerBoolConversionError,
+            jax.errors.TracerIntegerConversionError,
+        ) as e:
+            raise GraphError(
+                f"{op.name} needs concrete values inside graph mode at {user_frame()}: {str(e).splitlines()[0]}"
+            ) from e
         except (TypeError, ValueError, IndexError) as e:
             raise translate_error(e, op, args, statics) from e
 
@@ -123,7 +127,8 @@ class TraceInterpreter:
             raise GraphError(
                 f"in-place {op.name}_ on a tensor captured from outside the compiled code (shape "
                 f"{list(target.shape)}) at {user_frame()}: graph mode cannot write to it; make it a "
-                "parameter/buffer of the module, or use an out-of-place op and return the result")
+                "parameter/buffer of the module, or use an out-of-place op and return the result"
+            )
         grad_on = state.grad_enabled
         check_inplace(op, target, grad_on)
         if not all(isinstance(a, (Tensor, _Tracer)) or a.__class__ in SCALAR_TYPES for a in args):

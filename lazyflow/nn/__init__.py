@@ -5,8 +5,17 @@ from .module import IncompatibleKeys, Module, RemovableHandle
 from .modules import *
 from .parameter import Buffer, Parameter
 
-__all__ = ["Module", "Parameter", "Buffer", "RemovableHandle", "IncompatibleKeys", "functional", "init", "utils",
-           *modules.__all__]
+__all__ = [
+    "Module",
+    "Parameter",
+    "Buffer",
+    "RemovableHandle",
+    "IncompatibleKeys",
+    "functional",
+    "init",
+    "utils",
+    *modules.__all__,
+]
 
 
 # lf.nn.Graph is defined in lazyflow.graph (above nn and optim) and attached by lazyflow/__init__.py; declared

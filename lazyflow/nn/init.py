@@ -19,9 +19,23 @@ from .._tensor import Tensor
 from ..autograd import no_grad
 from ..ops.table import REGISTRY as R
 
-__all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_",
-           "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
-           "sparse_"]
+__all__ = [
+    "calculate_gain",
+    "uniform_",
+    "normal_",
+    "trunc_normal_",
+    "constant_",
+    "ones_",
+    "zeros_",
+    "eye_",
+    "dirac_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "orthogonal_",
+    "sparse_",
+]
 
 _LINEAR_FNS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 
@@ -48,11 +62,13 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
             slope = param
         else:
             raise ValueError(f"negative_slope {param} not a valid number")
-        return math.sqrt(2.0 / (1 + slope ** 2))
+        return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"Unsupported nonlinearity {nonlinearity}; expected one of {list(_LINEAR_FNS)}, "
-                     "'sigmoid', 'tanh', 'relu', 'leaky_relu', 'selu'")
+    raise ValueError(
+        f"Unsupported nonlinearity {nonlinearity}; expected one of {list(_LINEAR_FNS)}, "
+        "'sigmoid', 'tanh', 'relu', 'leaky_relu', 'selu'"
+    )
 
 
 def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
@@ -62,8 +78,10 @@ def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
         ValueError: fewer than 2 dimensions.
     """
     if tensor.ndim < 2:
-        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions "
-                         f"(got shape {list(tensor.shape)})")
+        raise ValueError(
+            "Fan in and fan out can not be computed for tensor with fewer than 2 dimensions "
+            f"(got shape {list(tensor.shape)})"
+        )
     receptive = 1
     for s in tensor.shape[2:]:
         receptive *= s
@@ -95,8 +113,9 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None)
         return _inplace.normal_(tensor, mean, std, generator=generator)
 
 
-def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
-                  generator=None) -> Tensor:
+def trunc_normal_(
+    tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0, generator=None
+) -> Tensor:
     """Fill with samples from N(mean, std**2) truncated to [a, b] (inverse-CDF sampling, one pass).
 
     Raises:
@@ -179,8 +198,9 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     return normal_(tensor, 0.0, std, generator)
 
 
-def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
-                     generator=None) -> Tensor:
+def kaiming_uniform_(
+    tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None
+) -> Tensor:
     """He uniform: U(-b, b) with ``b = gain(nonlinearity, a) * sqrt(3 / fan_mode)``.
 
     A zero-element tensor is left as it is (like torch).
@@ -192,8 +212,9 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonline
     return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
-                    generator=None) -> Tensor:
+def kaiming_normal_(
+    tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None
+) -> Tensor:
     """He normal: N(0, std**2) with ``std = gain(nonlinearity, a) / sqrt(fan_mode)``."""
     if 0 in tensor.shape:
         return tensor
@@ -213,8 +234,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1, generator=None) -> Tensor:
     if tensor.numel() == 0:
         return tensor
     with no_grad():
-        return state.interp.apply_inplace(R["orthogonal_into"], tensor,
-                                          (tensor, *_gen(generator)._next(), float(gain)))
+        return state.interp.apply_inplace(R["orthogonal_into"], tensor, (tensor, *_gen(generator)._next(), float(gain)))
 
 
 def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:

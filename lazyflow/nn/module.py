@@ -144,8 +144,10 @@ class Module:
                 res = hook(self, args, kwargs)
                 if res is not None:
                     if not (isinstance(res, tuple) and len(res) == 2):
-                        raise RuntimeError("forward pre-hook with kwargs must return None or a tuple of "
-                                           f"(new_args, new_kwargs), but got {res!r}")
+                        raise RuntimeError(
+                            "forward pre-hook with kwargs must return None or a tuple of "
+                            f"(new_args, new_kwargs), but got {res!r}"
+                        )
                     args, kwargs = res
             else:
                 res = hook(self, args)
@@ -161,7 +163,7 @@ class Module:
                             hook(self, args, kwargs, None)
                         else:
                             hook(self, args, None)
-                    except Exception:  # noqa: S110  the forward's own error is the one to report
+                    except Exception:
                         pass
             raise
         for hid, hook in list(self._forward_hooks.items()):
@@ -173,8 +175,9 @@ class Module:
                 result = res
         return result
 
-    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
-                                  with_kwargs: bool = False) -> RemovableHandle:
+    def register_forward_pre_hook(
+        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False
+    ) -> RemovableHandle:
         """Run ``hook(module, args)`` (or ``hook(module, args, kwargs)``) before every ``forward``.
 
         Args:
@@ -193,8 +196,9 @@ class Module:
             self._forward_pre_hooks.move_to_end(handle.id, last=False)
         return handle
 
-    def register_forward_hook(self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False,
-                              always_call: bool = False) -> RemovableHandle:
+    def register_forward_hook(
+        self, hook: Callable, *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False
+    ) -> RemovableHandle:
         """Run ``hook(module, args, output)`` (or ``hook(module, args, kwargs, output)``) after ``forward``.
 
         Args:
@@ -205,8 +209,9 @@ class Module:
         Returns:
             a handle whose ``remove()`` unregisters the hook.
         """
-        handle = RemovableHandle(self._forward_hooks, self._forward_hooks_with_kwargs,
-                                 self._forward_hooks_always_called)
+        handle = RemovableHandle(
+            self._forward_hooks, self._forward_hooks_with_kwargs, self._forward_hooks_always_called
+        )
         self._forward_hooks[handle.id] = hook
         if with_kwargs:
             self._forward_hooks_with_kwargs[handle.id] = True
@@ -236,8 +241,10 @@ class Module:
             return
         if params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign '{_type_name(value)}' as parameter '{name}' "
-                                "(lazyflow.nn.Parameter or None expected)")
+                raise TypeError(
+                    f"cannot assign '{_type_name(value)}' as parameter '{name}' "
+                    "(lazyflow.nn.Parameter or None expected)"
+                )
             self.register_parameter(name, value)
             return
         modules = d.get("_modules")
@@ -249,15 +256,18 @@ class Module:
             return
         if modules is not None and name in modules:
             if value is not None:
-                raise TypeError(f"cannot assign '{_type_name(value)}' as child module '{name}' "
-                                "(lazyflow.nn.Module or None expected)")
+                raise TypeError(
+                    f"cannot assign '{_type_name(value)}' as child module '{name}' "
+                    "(lazyflow.nn.Module or None expected)"
+                )
             modules[name] = value
             return
         buffers = d.get("_buffers")
         if isinstance(value, Buffer) or (buffers is not None and name in buffers):
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{_type_name(value)}' as buffer '{name}' "
-                                "(lazyflow.Tensor or None expected)")
+                raise TypeError(
+                    f"cannot assign '{_type_name(value)}' as buffer '{name}' (lazyflow.Tensor or None expected)"
+                )
             if buffers is None:
                 raise AttributeError("cannot assign buffer before Module.__init__() call")
             if isinstance(value, Buffer):
@@ -314,8 +324,9 @@ class Module:
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{_type_name(tensor)}' object to buffer '{name}' "
-                            "(lazyflow Tensor or None required)")
+            raise TypeError(
+                f"cannot assign '{_type_name(tensor)}' object to buffer '{name}' (lazyflow Tensor or None required)"
+            )
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers_set.discard(name)
@@ -337,12 +348,16 @@ class Module:
             raise KeyError(f"attribute '{name}' already exists")
         if param is not None:
             if not isinstance(param, Parameter):
-                raise TypeError(f"cannot assign '{_type_name(param)}' object to parameter '{name}' "
-                                "(lazyflow.nn.Parameter or None required)")
+                raise TypeError(
+                    f"cannot assign '{_type_name(param)}' object to parameter '{name}' "
+                    "(lazyflow.nn.Parameter or None required)"
+                )
             if param.grad_fn is not None:
-                raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must "
-                                 "be created explicitly; to express '{name}' as a function of another Tensor, "
-                                 "compute the value in the forward() method.")
+                raise ValueError(
+                    f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must "
+                    "be created explicitly; to express '{name}' as a function of another Tensor, "
+                    "compute the value in the forward() method."
+                )
         self._parameters[name] = param
 
     def add_module(self, name: str, module: Module | None) -> None:
@@ -376,8 +391,10 @@ class Module:
         for item in target.split("."):
             if not isinstance(mod, Module) or item not in mod._modules:
                 where = ".".join(walked) or type(self).__name__
-                raise AttributeError(f"{where} has no submodule `{item}` (looking up '{target}'; children: "
-                                     f"{list(mod._modules) if isinstance(mod, Module) else []})")
+                raise AttributeError(
+                    f"{where} has no submodule `{item}` (looking up '{target}'; children: "
+                    f"{list(mod._modules) if isinstance(mod, Module) else []})"
+                )
             mod = mod._modules[item]
             walked.append(item)
         if not isinstance(mod, Module):
@@ -404,8 +421,10 @@ class Module:
         mod = self.get_submodule(mod_path)
         if name not in mod._parameters:
             close = difflib.get_close_matches(target, [n for n, _ in self.named_parameters()], n=3)
-            raise AttributeError(f"{mod._get_name()} has no parameter `{name}` (looking up '{target}')"
-                                 + (f"; did you mean {close}?" if close else ""))
+            raise AttributeError(
+                f"{mod._get_name()} has no parameter `{name}` (looking up '{target}')"
+                + (f"; did you mean {close}?" if close else "")
+            )
         return mod._parameters[name]
 
     def get_buffer(self, target: str) -> Tensor:
@@ -423,8 +442,7 @@ class Module:
     # ------------------------------------------------------------------ traversal
     def _named_members(self, get_members_fn, prefix="", recurse=True, remove_duplicate: bool = True):
         memo = set()
-        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [
-            (prefix, self)]
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for module_prefix, module in modules:
             for k, v in get_members_fn(module):
                 if v is None or v in memo:
@@ -438,22 +456,26 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True,
-                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
         """``(dotted name, parameter)`` pairs in torch's order (depth first, own parameters first)."""
-        yield from self._named_members(lambda m: m._parameters.items(), prefix=prefix, recurse=recurse,
-                                       remove_duplicate=remove_duplicate)
+        yield from self._named_members(
+            lambda m: m._parameters.items(), prefix=prefix, recurse=recurse, remove_duplicate=remove_duplicate
+        )
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         """This module's buffers (persistent or not), in torch's order."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True,
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
         """``(dotted name, buffer)`` pairs in torch's order."""
-        yield from self._named_members(lambda m: m._buffers.items(), prefix=prefix, recurse=recurse,
-                                       remove_duplicate=remove_duplicate)
+        yield from self._named_members(
+            lambda m: m._buffers.items(), prefix=prefix, recurse=recurse, remove_duplicate=remove_duplicate
+        )
 
     def children(self) -> Iterator[Module]:
         """The direct child modules, each once."""
@@ -473,8 +495,9 @@ class Module:
         for _, m in self.named_modules():
             yield m
 
-    def named_modules(self, memo: set | None = None, prefix: str = "",
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+    def named_modules(
+        self, memo: set | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Module]]:
         """``(dotted name, module)`` for this module (name ``prefix``) and every descendant."""
         if memo is None:
             memo = set()
@@ -499,8 +522,9 @@ class Module:
             if buf is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = buf if keep_vars else buf.detach()
 
-    def state_dict(self, *args, destination: dict | None = None, prefix: str = "",
-                   keep_vars: bool = False) -> dict[str, Any]:
+    def state_dict(
+        self, *args, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
+    ) -> dict[str, Any]:
         """Parameters and persistent buffers under flat dotted keys, in torch's order.
 
         Args:
@@ -524,8 +548,16 @@ class Module:
                 module.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
         return destination
 
-    def _load_from_state_dict(self, state_dict: Mapping, prefix: str, local_metadata: dict, strict: bool,
-                              missing_keys: list, unexpected_keys: list, error_msgs: list) -> None:
+    def _load_from_state_dict(
+        self,
+        state_dict: Mapping,
+        prefix: str,
+        local_metadata: dict,
+        strict: bool,
+        missing_keys: list,
+        unexpected_keys: list,
+        error_msgs: list,
+    ) -> None:
         """Load this module's own parameters and persistent buffers from ``state_dict`` (torch's hook).
 
         Missing keys go to ``missing_keys``, keys under ``prefix`` that name nothing here to
@@ -533,8 +565,7 @@ class Module:
         objects (identity kept) unless ``local_metadata["assign"]`` is set.
         """
         persistent = {k: v for k, v in self._buffers.items() if k not in self._non_persistent_buffers_set}
-        local_state = {k: v for k, v in itertools.chain(self._parameters.items(), persistent.items())
-                       if v is not None}
+        local_state = {k: v for k, v in itertools.chain(self._parameters.items(), persistent.items()) if v is not None}
         assign = local_metadata.get("assign", False)
         for name, target in local_state.items():
             key = prefix + name
@@ -546,12 +577,16 @@ class Module:
             try:
                 arr = _as_array(value)
             except (TypeError, ValueError) as e:
-                error_msgs.append(f'While copying the parameter named "{key}", whose dimensions in the model '
-                                  f"are {tuple(target.shape)}, an exception occurred : {e}.")
+                error_msgs.append(
+                    f'While copying the parameter named "{key}", whose dimensions in the model '
+                    f"are {tuple(target.shape)}, an exception occurred : {e}."
+                )
                 continue
             if tuple(arr.shape) != tuple(target.shape):
-                error_msgs.append(f"size mismatch for {key}: copying a param with shape {tuple(arr.shape)} from "
-                                  f"checkpoint, the shape in current model is {tuple(target.shape)}.")
+                error_msgs.append(
+                    f"size mismatch for {key}: copying a param with shape {tuple(arr.shape)} from "
+                    f"checkpoint, the shape in current model is {tuple(target.shape)}."
+                )
                 continue
             if assign:
                 new = _make(_placed(arr, target, cast=False))
@@ -564,12 +599,13 @@ class Module:
         if strict:
             for key in state_dict.keys():
                 if key.startswith(prefix):
-                    head = key[len(prefix):].split(".", 1)[0]
+                    head = key[len(prefix) :].split(".", 1)[0]
                     if head not in self._modules and head not in local_state:
                         unexpected_keys.append(key)
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
-                        assign: bool = False) -> IncompatibleKeys:
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> IncompatibleKeys:
         """Copy parameters and persistent buffers from ``state_dict`` into this module.
 
         Values may be lazyflow Tensors, numpy arrays or anything ``numpy.asarray`` accepts (so
@@ -617,8 +653,7 @@ class Module:
             if missing:
                 errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
         if errors:
-            raise CheckpointError(f"Error(s) in loading state_dict for {self._get_name()}:\n\t"
-                                  + "\n\t".join(errors))
+            raise CheckpointError(f"Error(s) in loading state_dict for {self._get_name()}:\n\t" + "\n\t".join(errors))
         return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------ modes and conversion
@@ -689,8 +724,7 @@ class Module:
         if dtype is not None:
             dtype = D.to_dtype(dtype)
             if not dtype.is_floating_point:
-                raise DTypeError(f"nn.Module.to only accepts floating point dtypes, but got desired "
-                                   f"dtype={dtype}")
+                raise DTypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
 
         def convert(t):
             if device is not None:
@@ -755,8 +789,12 @@ class Module:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        for k, v in (("_forward_hooks_with_kwargs", {}), ("_forward_hooks_always_called", {}),
-                     ("_forward_pre_hooks_with_kwargs", {}), ("_non_persistent_buffers_set", set())):
+        for k, v in (
+            ("_forward_hooks_with_kwargs", {}),
+            ("_forward_hooks_always_called", {}),
+            ("_forward_pre_hooks_with_kwargs", {}),
+            ("_non_persistent_buffers_set", set()),
+        ):
             self.__dict__.setdefault(k, v)
 
 
@@ -787,5 +825,3 @@ def _rebind_to(target: Tensor, new: Tensor) -> None:
     """Give ``target`` the value (and dtype/placement) of ``new``, keeping the object."""
     if new is not target:
         _rebind(target, new._value, new._meta)
-
-

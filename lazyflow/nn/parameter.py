@@ -20,8 +20,10 @@ def _adopt(cls: type[_T], data: Tensor | None, requires_grad: bool) -> _T:
     if data is None:
         t = _make(jnp.zeros((0,), D.get_default_dtype().to_jax()), None, cls)
     elif not isinstance(data, Tensor):
-        raise TypeError(f"{cls.__name__} expects a lazyflow Tensor as data, got {type(data).__name__}; "
-                        "wrap arrays with lf.tensor(...) first")
+        raise TypeError(
+            f"{cls.__name__} expects a lazyflow Tensor as data, got {type(data).__name__}; "
+            "wrap arrays with lf.tensor(...) first"
+        )
     else:
         t = _make(data._value, data._meta, cls)
     if requires_grad:

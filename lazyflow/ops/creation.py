@@ -14,8 +14,7 @@ def _full(value, *, shape, dtype):
 
 @op("arange", static=("n", "dtype"), dtypes="none", differentiable=False)
 def _arange(start, step, *, n, dtype):
-    return (start + step * jnp.arange(n, dtype=jnp.float64 if dtype.is_floating_point else None)
-            ).astype(dtype.to_jax())
+    return (start + step * jnp.arange(n, dtype=jnp.float64 if dtype.is_floating_point else None)).astype(dtype.to_jax())
 
 
 @op("linspace", static=("steps", "dtype"), dtypes="none", differentiable=False)

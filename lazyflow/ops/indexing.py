@@ -62,8 +62,7 @@ def _simple(spec) -> bool:
 
 
 def _general_index(x, spec, dyn):
-    _, idx = _index_tuple(x, tuple(("s", 0, x.shape[i], 1) if it[0] == "ds" else it
-                                      for i, it in enumerate(spec)), dyn)
+    _, idx = _index_tuple(x, tuple(("s", 0, x.shape[i], 1) if it[0] == "ds" else it for i, it in enumerate(spec)), dyn)
     # dynamic-start slices only occur in _simple specs, so the array _index_tuple returns is x itself
     return idx
 

@@ -13,12 +13,29 @@ from .table import compute_dtypes, op
 
 # ---------------------------------------------------------------- unary, floating results
 for _name, _fn in {
-    "exp": jnp.exp, "log": jnp.log, "log1p": jnp.log1p, "expm1": jnp.expm1, "sqrt": jnp.sqrt,
-    "sin": jnp.sin, "cos": jnp.cos, "tan": jnp.tan, "tanh": jnp.tanh,
-    "sigmoid": jax.nn.sigmoid, "erf": jax.scipy.special.erf, "log2": jnp.log2, "log10": jnp.log10,
-    "reciprocal": jnp.reciprocal, "silu": jax.nn.silu, "asin": jnp.arcsin, "acos": jnp.arccos,
-    "atan": jnp.arctan, "sinh": jnp.sinh, "cosh": jnp.cosh, "exp2": jnp.exp2,
-    "logsigmoid": jax.nn.log_sigmoid, "erfinv": jax.scipy.special.erfinv,
+    "exp": jnp.exp,
+    "log": jnp.log,
+    "log1p": jnp.log1p,
+    "expm1": jnp.expm1,
+    "sqrt": jnp.sqrt,
+    "sin": jnp.sin,
+    "cos": jnp.cos,
+    "tan": jnp.tan,
+    "tanh": jnp.tanh,
+    "sigmoid": jax.nn.sigmoid,
+    "erf": jax.scipy.special.erf,
+    "log2": jnp.log2,
+    "log10": jnp.log10,
+    "reciprocal": jnp.reciprocal,
+    "silu": jax.nn.silu,
+    "asin": jnp.arcsin,
+    "acos": jnp.arccos,
+    "atan": jnp.arctan,
+    "sinh": jnp.sinh,
+    "cosh": jnp.cosh,
+    "exp2": jnp.exp2,
+    "logsigmoid": jax.nn.log_sigmoid,
+    "erfinv": jax.scipy.special.erfinv,
 }.items():
     op(_name, dtypes="float")(_fn)
 
@@ -39,6 +56,7 @@ def _rsqrt_bwd(xs, out, g):
 
 
 op("rsqrt", dtypes="float", bwd=_rsqrt_bwd)(lax.rsqrt)
+
 
 # ---------------------------------------------------------------- unary, dtype kept
 def _sign(x):
@@ -127,8 +145,12 @@ def _hardtanh(x, *, min_val, max_val):
     return jnp.clip(x, min_val, max_val)
 
 
-for _name, _fn in {"isnan": jnp.isnan, "isinf": jnp.isinf, "isfinite": jnp.isfinite,
-                   "logical_not": jnp.logical_not}.items():
+for _name, _fn in {
+    "isnan": jnp.isnan,
+    "isinf": jnp.isinf,
+    "isfinite": jnp.isfinite,
+    "logical_not": jnp.logical_not,
+}.items():
     op(_name, dtypes="none", differentiable=False)(_fn)
 
 
@@ -263,17 +285,30 @@ def _fmin(a, b):
     return jnp.fmin(a, b)
 
 
-for _name, _fn in {"eq": jnp.equal, "ne": jnp.not_equal, "lt": jnp.less, "le": jnp.less_equal,
-                   "gt": jnp.greater, "ge": jnp.greater_equal}.items():
+for _name, _fn in {
+    "eq": jnp.equal,
+    "ne": jnp.not_equal,
+    "lt": jnp.less,
+    "le": jnp.less_equal,
+    "gt": jnp.greater,
+    "ge": jnp.greater_equal,
+}.items():
     op(_name, differentiable=False)(_fn)
 
-for _name, _fn in {"logical_and": jnp.logical_and, "logical_or": jnp.logical_or,
-                   "logical_xor": jnp.logical_xor}.items():
+for _name, _fn in {
+    "logical_and": jnp.logical_and,
+    "logical_or": jnp.logical_or,
+    "logical_xor": jnp.logical_xor,
+}.items():
     op(_name, dtypes="none", differentiable=False)(_fn)
 
-for _name, _fn in {"bitwise_and": jnp.bitwise_and, "bitwise_or": jnp.bitwise_or,
-                   "bitwise_xor": jnp.bitwise_xor, "bitwise_left_shift": jnp.left_shift,
-                   "bitwise_right_shift": jnp.right_shift}.items():
+for _name, _fn in {
+    "bitwise_and": jnp.bitwise_and,
+    "bitwise_or": jnp.bitwise_or,
+    "bitwise_xor": jnp.bitwise_xor,
+    "bitwise_left_shift": jnp.left_shift,
+    "bitwise_right_shift": jnp.right_shift,
+}.items():
     op(_name, dtypes="int_or_bool", differentiable=False)(_fn)
 
 

@@ -37,9 +37,16 @@ def conv_out_size(size: int, k: int, s: int, lo: int, hi: int, d: int) -> int:
 
 # ---------------------------------------------------------------- convolution lowerings
 def _conv_xla(x, w, *, stride, padding, dilation, groups):
-    return lax.conv_general_dilated(x, w, stride, padding, rhs_dilation=dilation, feature_group_count=groups,
-                                    dimension_numbers=_SPATIAL[x.ndim - 2],
-                                    preferred_element_type=None)
+    return lax.conv_general_dilated(
+        x,
+        w,
+        stride,
+        padding,
+        rhs_dilation=dilation,
+        feature_group_count=groups,
+        dimension_numbers=_SPATIAL[x.ndim - 2],
+        preferred_element_type=None,
+    )
 
 
 def _conv_xla_nhwc(x, w, *, stride, padding, dilation, groups):
@@ -48,9 +55,16 @@ def _conv_xla_nhwc(x, w, *, stride, padding, dilation, groups):
     nd = x.ndim - 2
     xt = jnp.moveaxis(x, 1, -1)
     wt = jnp.moveaxis(w, (0, 1), (-1, -2))
-    sp = "DHW"[3 - nd:]
-    y = lax.conv_general_dilated(xt, wt, stride, padding, rhs_dilation=dilation, feature_group_count=groups,
-                                 dimension_numbers=(f"N{sp}C", f"{sp}IO", f"N{sp}C"))
+    sp = "DHW"[3 - nd :]
+    y = lax.conv_general_dilated(
+        xt,
+        wt,
+        stride,
+        padding,
+        rhs_dilation=dilation,
+        feature_group_count=groups,
+        dimension_numbers=(f"N{sp}C", f"{sp}IO", f"N{sp}C"),
+    )
     return jnp.moveaxis(y, -1, 1)
 
 
@@ -114,8 +128,7 @@ def conv_lowering(x_shape, w_shape, stride, padding: Sequence[tuple[int, int]], 
     426 ms with ``xla``, 357 ms with this choice (the machine was shared; torch varied 137-1020 ms).
     """
     kernel = w_shape[2:]
-    out = [conv_out_size(x_shape[2 + i], kernel[i], stride[i], *padding[i], dilation[i])
-           for i in range(len(kernel))]
+    out = [conv_out_size(x_shape[2 + i], kernel[i], stride[i], *padding[i], dilation[i]) for i in range(len(kernel))]
     if groups != 1:
         return "xla"
     if all(k == 1 for k in kernel) and all(p == (0, 0) for p in padding):
@@ -145,10 +158,20 @@ def _conv_transpose(x, w, b, *, stride, padding, output_padding, dilation, group
     wt = w.reshape((g, cin // g, og) + kernel)
     wt = jnp.swapaxes(wt, 1, 2).reshape((g * og, cin // g) + kernel)
     wt = jnp.flip(wt, axis=tuple(range(2, 2 + nd)))
-    pads = [(dilation[i] * (kernel[i] - 1) - padding[i],
-             dilation[i] * (kernel[i] - 1) - padding[i] + output_padding[i]) for i in range(nd)]
-    y = lax.conv_general_dilated(x, wt, (1,) * nd, pads, lhs_dilation=stride, rhs_dilation=dilation,
-                                 feature_group_count=g, dimension_numbers=_SPATIAL[nd])
+    pads = [
+        (dilation[i] * (kernel[i] - 1) - padding[i], dilation[i] * (kernel[i] - 1) - padding[i] + output_padding[i])
+        for i in range(nd)
+    ]
+    y = lax.conv_general_dilated(
+        x,
+        wt,
+        (1,) * nd,
+        pads,
+        lhs_dilation=stride,
+        rhs_dilation=dilation,
+        feature_group_count=g,
+        dimension_numbers=_SPATIAL[nd],
+    )
     if b is not None:
         y = y + b.reshape((1, -1) + (1,) * nd)
     return y
@@ -191,7 +214,7 @@ def _crop(y, outs):
 def _pool_windows(x, kernel, stride, padding, dilation, ceil_mode):
     """The stack of pooling windows ``(M, 1, prod(kernel), *out)`` of ``x`` (leading dims flattened to M)."""
     nd = len(kernel)
-    sp = x.shape[x.ndim - nd:]
+    sp = x.shape[x.ndim - nd :]
     outs, pads = _pool_pads(sp, kernel, stride, padding, dilation, ceil_mode)
     xp = jnp.pad(x.reshape((-1, 1) + sp), ((0, 0), (0, 0)) + tuple(pads), constant_values=_lowest(x.dtype))
     cols, _ = _patches(xp, kernel, stride, [(0, 0)] * nd, dilation)
@@ -211,7 +234,7 @@ def _max_by_windows(x, kernel, stride, padding, dilation, ceil_mode):
     cols, outs = _pool_windows(x, kernel, stride, padding, dilation, ceil_mode)
     oh = _first_max(cols)
     v = jnp.sum(jnp.where(oh, cols, jnp.zeros((), cols.dtype)), axis=2)
-    return v.reshape(x.shape[:x.ndim - len(kernel)] + outs), oh, cols
+    return v.reshape(x.shape[: x.ndim - len(kernel)] + outs), oh, cols
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4))
@@ -222,8 +245,9 @@ def _max_pool_rw(x, kernel, stride, padding, ceil_mode):
     lead = x.ndim - nd
     ones = (1,) * nd
     outs, pads = _pool_pads(x.shape[lead:], kernel, stride, padding, ones, ceil_mode)
-    y = lax.reduce_window(x, _lowest(x.dtype), lax.max, (1,) * lead + kernel, (1,) * lead + stride,
-                          [(0, 0)] * lead + pads)
+    y = lax.reduce_window(
+        x, _lowest(x.dtype), lax.max, (1,) * lead + kernel, (1,) * lead + stride, [(0, 0)] * lead + pads
+    )
     return _crop(y, outs)
 
 
@@ -253,7 +277,7 @@ def _max_pool(x, *, kernel, stride, padding, dilation, ceil_mode):
 def _max_pool_with_indices(x, *, kernel, stride, padding, dilation, ceil_mode):
     """Max pooling that also returns the flat index (over the input's spatial dims) of each maximum."""
     nd = len(kernel)
-    sp = x.shape[x.ndim - nd:]
+    sp = x.shape[x.ndim - nd :]
     vals, oh, _ = _max_by_windows(x, kernel, stride, padding, dilation, ceil_mode)
     idx = jnp.arange(math.prod(sp), dtype=jnp.int32).reshape((1, 1) + sp)
     icols, _ = _pool_windows(idx, kernel, stride, padding, dilation, ceil_mode)  # int padding: iinfo.min
@@ -265,8 +289,11 @@ def _index_dtype():
     return jnp.int64 if x64_enabled() else jnp.int32
 
 
-@op("avg_pool", static=("kernel", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"),
-    dtypes="float")
+@op(
+    "avg_pool",
+    static=("kernel", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"),
+    dtypes="float",
+)
 def _avg_pool(x, *, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override):
     """Average pooling with torch's divisor rules (padding counted or not; windows past the pad never)."""
     nd = len(kernel)
@@ -274,8 +301,9 @@ def _avg_pool(x, *, kernel, stride, padding, ceil_mode, count_include_pad, divis
     sp = x.shape[lead:]
     ones = (1,) * nd
     outs, pads = _pool_pads(sp, kernel, stride, padding, ones, ceil_mode)
-    s = lax.reduce_window(x, np.array(0, x.dtype), lax.add, (1,) * lead + kernel, (1,) * lead + stride,
-                          [(0, 0)] * lead + pads)
+    s = lax.reduce_window(
+        x, np.array(0, x.dtype), lax.add, (1,) * lead + kernel, (1,) * lead + stride, [(0, 0)] * lead + pads
+    )
     s = _crop(s, outs)
     if divisor_override is not None:
         return s / jnp.asarray(divisor_override, x.dtype)
@@ -311,7 +339,7 @@ def _adaptive_avg_pool(x, *, output_size):
             continue
         if size % o == 0:
             k = size // o
-            y = jnp.mean(y.reshape(y.shape[:ax] + (o, k) + y.shape[ax + 1:]), axis=ax + 1)
+            y = jnp.mean(y.reshape(y.shape[:ax] + (o, k) + y.shape[ax + 1 :]), axis=ax + 1)
             continue
         m = np.zeros((size, o), np.float64)
         for j, (a, b) in enumerate(adaptive_bins(size, o)):
@@ -417,7 +445,7 @@ def _layer_norm(x, weight, bias, *, ndim, eps):
     xc = xa - mean
     var = jnp.mean(jnp.square(xc), axis=axes, keepdims=True)
     y = xc * lax.rsqrt(var + eps)
-    return _affine(y, weight, bias, x.shape[x.ndim - ndim:]).astype(x.dtype)
+    return _affine(y, weight, bias, x.shape[x.ndim - ndim :]).astype(x.dtype)
 
 
 @op("group_norm", static=("num_groups", "eps"), dtypes="float")
@@ -438,7 +466,7 @@ def _rms_norm(x, weight, *, ndim, eps):
     axes = tuple(range(x.ndim - ndim, x.ndim))
     xa = _acc(x)
     y = xa * lax.rsqrt(jnp.mean(jnp.square(xa), axis=axes, keepdims=True) + eps)
-    return _affine(y, weight, None, x.shape[x.ndim - ndim:]).astype(x.dtype)
+    return _affine(y, weight, None, x.shape[x.ndim - ndim :]).astype(x.dtype)
 
 
 # ---------------------------------------------------------------- attention
@@ -449,10 +477,38 @@ def _bias(mask, keep_if_true, dtype) -> jax.Array:
     return mask.astype(dtype)
 
 
-@op("attention", static=("dropout_p", "is_causal", "scale", "num_heads", "seq_first", "mask_keep",
-                         "need_weights", "average_weights"), dtypes="none")
-def _attention(q, k, v, attn_mask, key_padding_mask, seed, offset, *, dropout_p, is_causal, scale, num_heads,
-               seq_first, mask_keep, need_weights, average_weights):
+@op(
+    "attention",
+    static=(
+        "dropout_p",
+        "is_causal",
+        "scale",
+        "num_heads",
+        "seq_first",
+        "mask_keep",
+        "need_weights",
+        "average_weights",
+    ),
+    dtypes="none",
+)
+def _attention(
+    q,
+    k,
+    v,
+    attn_mask,
+    key_padding_mask,
+    seed,
+    offset,
+    *,
+    dropout_p,
+    is_causal,
+    scale,
+    num_heads,
+    seq_first,
+    mask_keep,
+    need_weights,
+    average_weights,
+):
     """Scaled dot-product attention ``softmax(q k^T * scale + mask) v``.
 
     With ``num_heads=None`` q/k/v are ``(..., L, E)``/``(..., S, E)``/``(..., S, Ev)``. With ``num_heads=h``

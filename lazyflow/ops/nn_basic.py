@@ -81,7 +81,7 @@ def _vector_norm(g, p):
         return a.sum()
     if p == 2:
         return jnp.sqrt((a * a).sum())
-    return (a ** p).sum() ** (1.0 / p)
+    return (a**p).sum() ** (1.0 / p)
 
 
 @op("clip_grad_norm", static=("norm_type",), dtypes="none", differentiable=False)

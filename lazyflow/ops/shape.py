@@ -176,7 +176,7 @@ def _sort(x, *, dim, descending, stable):
 
 
 @op("topk", static=("k", "dim", "largest", "sorted"), dtypes="none")
-def _topk(x, *, k, dim, largest, sorted):  # noqa: A002
+def _topk(x, *, k, dim, largest, sorted):
     xm = jnp.moveaxis(x, dim, -1)
     key = xm if largest else -xm
     if jnp.issubdtype(key.dtype, jnp.floating):  # -0.0 and 0.0 tie (the first index wins), as in torch

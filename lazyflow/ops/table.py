@@ -50,8 +50,17 @@ class OpDef:
 
     __slots__ = ("name", "impl", "static", "dtypes", "bwd", "differentiable", "linear", "__weakref__")
 
-    def __init__(self, name: str, impl: Callable, *, static: tuple[str, ...] = (), dtypes="promote",
-                 bwd: Callable | None = None, differentiable: bool = True, linear: bool = False):
+    def __init__(
+        self,
+        name: str,
+        impl: Callable,
+        *,
+        static: tuple[str, ...] = (),
+        dtypes="promote",
+        bwd: Callable | None = None,
+        differentiable: bool = True,
+        linear: bool = False,
+    ):
         self.name = name
         self.impl = impl
         self.static = tuple(static)

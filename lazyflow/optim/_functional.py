@@ -33,8 +33,20 @@ def _lerp(start, end, weight):
     return jnp.where(small, start, end) + jnp.where(small, weight, weight - 1) * diff
 
 
-def sgd(params: list, grads: list, states: list[dict], *, lr, momentum, dampening, weight_decay,
-        nesterov: bool, maximize: bool, has_momentum: bool, has_weight_decay: bool) -> tuple[list, list]:
+def sgd(
+    params: list,
+    grads: list,
+    states: list[dict],
+    *,
+    lr,
+    momentum,
+    dampening,
+    weight_decay,
+    nesterov: bool,
+    maximize: bool,
+    has_momentum: bool,
+    has_weight_decay: bool,
+) -> tuple[list, list]:
     """SGD with optional momentum, dampening, Nesterov momentum and L2 weight decay.
 
     The first step of a parameter without ``"momentum_buffer"`` state initialises the buffer to the
@@ -65,9 +77,21 @@ def sgd(params: list, grads: list, states: list[dict], *, lr, momentum, dampenin
     return new_params, new_states
 
 
-def adam(params: list, grads: list, states: list[dict], *, lr, beta1, beta2, eps, weight_decay,
-         amsgrad: bool, maximize: bool, decoupled_weight_decay: bool,
-         has_weight_decay: bool) -> tuple[list, list]:
+def adam(
+    params: list,
+    grads: list,
+    states: list[dict],
+    *,
+    lr,
+    beta1,
+    beta2,
+    eps,
+    weight_decay,
+    amsgrad: bool,
+    maximize: bool,
+    decoupled_weight_decay: bool,
+    has_weight_decay: bool,
+) -> tuple[list, list]:
     """Adam (and AdamW with ``decoupled_weight_decay=True``), with optional AMSGrad.
 
     Args:
@@ -109,8 +133,21 @@ def adam(params: list, grads: list, states: list[dict], *, lr, beta1, beta2, eps
     return new_params, new_states
 
 
-def rmsprop(params: list, grads: list, states: list[dict], *, lr, alpha, eps, weight_decay, momentum,
-            centered: bool, maximize: bool, has_momentum: bool, has_weight_decay: bool) -> tuple[list, list]:
+def rmsprop(
+    params: list,
+    grads: list,
+    states: list[dict],
+    *,
+    lr,
+    alpha,
+    eps,
+    weight_decay,
+    momentum,
+    centered: bool,
+    maximize: bool,
+    has_momentum: bool,
+    has_weight_decay: bool,
+) -> tuple[list, list]:
     """RMSprop with optional momentum and centering.
 
     Args:
@@ -150,8 +187,18 @@ def rmsprop(params: list, grads: list, states: list[dict], *, lr, alpha, eps, we
     return new_params, new_states
 
 
-def adagrad(params: list, grads: list, states: list[dict], *, lr, lr_decay, weight_decay, eps,
-            maximize: bool, has_weight_decay: bool) -> tuple[list, list]:
+def adagrad(
+    params: list,
+    grads: list,
+    states: list[dict],
+    *,
+    lr,
+    lr_decay,
+    weight_decay,
+    eps,
+    maximize: bool,
+    has_weight_decay: bool,
+) -> tuple[list, list]:
     """Adagrad with learning-rate decay.
 
     Args:

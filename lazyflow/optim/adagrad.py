@@ -32,18 +32,37 @@ class Adagrad(Optimizer):
     _static = ("maximize",)
     _state_keys = ("sum",)
 
-    def __init__(self, params, lr: float | Tensor = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
-                 initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: bool | None = None, *,
-                 maximize: bool = False, differentiable: bool = False, fused: bool | None = None) -> None:
+    def __init__(
+        self,
+        params,
+        lr: float | Tensor = 1e-2,
+        lr_decay: float = 0,
+        weight_decay: float = 0,
+        initial_accumulator_value: float = 0,
+        eps: float = 1e-10,
+        foreach: bool | None = None,
+        *,
+        maximize: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+    ) -> None:
         _check_lr(lr)
         _check_nonneg("lr_decay value", lr_decay)
         _check_nonneg("weight_decay value", weight_decay)
         _check_nonneg("initial_accumulator_value value", initial_accumulator_value)
         _check_nonneg("epsilon value", eps)
         _check_flags(differentiable, foreach, fused)
-        defaults = {"lr": lr, "lr_decay": lr_decay, "eps": eps, "weight_decay": weight_decay,
-                    "initial_accumulator_value": initial_accumulator_value, "foreach": foreach,
-                    "maximize": maximize, "differentiable": differentiable, "fused": fused}
+        defaults = {
+            "lr": lr,
+            "lr_decay": lr_decay,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "initial_accumulator_value": initial_accumulator_value,
+            "foreach": foreach,
+            "maximize": maximize,
+            "differentiable": differentiable,
+            "fused": fused,
+        }
         super().__init__(params, defaults)
         for index, group in enumerate(self.param_groups):
             self._init_state(index, group["params"])

@@ -34,20 +34,40 @@ class Adam(Optimizer):
     _static = ("amsgrad", "maximize", "decoupled_weight_decay")
     _state_keys = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 
-    def __init__(self, params, lr: float | Tensor = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
-                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
-                 differentiable: bool = False, fused: bool | None = None,
-                 decoupled_weight_decay: bool = False) -> None:
+    def __init__(
+        self,
+        params,
+        lr: float | Tensor = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0,
+        amsgrad: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+        decoupled_weight_decay: bool = False,
+    ) -> None:
         _check_lr(lr)
         _check_nonneg("epsilon value", eps)
         _check_betas(betas)
         _check_nonneg("weight_decay value", weight_decay)
         _check_flags(differentiable, foreach, fused)
-        defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
-                    "amsgrad": amsgrad, "maximize": maximize, "foreach": foreach, "capturable": capturable,
-                    "differentiable": differentiable, "fused": fused,
-                    "decoupled_weight_decay": decoupled_weight_decay}
+        defaults = {
+            "lr": lr,
+            "betas": tuple(betas),
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "amsgrad": amsgrad,
+            "maximize": maximize,
+            "foreach": foreach,
+            "capturable": capturable,
+            "differentiable": differentiable,
+            "fused": fused,
+            "decoupled_weight_decay": decoupled_weight_decay,
+        }
         super().__init__(params, defaults)
 
     def _new_state(self, p, group):

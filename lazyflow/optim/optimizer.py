@@ -107,15 +107,23 @@ def _check_kinds(cls, index, params, states, new_params, new_states) -> None:
     """At trace time: every updated array keeps its shape and dtype (the write-back relies on it). ``index``: the
     parameters' numbers, for the message."""
     if len(new_params) != len(params) or len(new_states) != len(states):
-        raise OpError(f"{cls.__name__}._update returned {len(new_params)} parameters and {len(new_states)} states "
-                      f"for {len(params)} parameters")
+        raise OpError(
+            f"{cls.__name__}._update returned {len(new_params)} parameters and {len(new_states)} states "
+            f"for {len(params)} parameters"
+        )
     pairs = [("parameter", i, a, b) for i, (a, b) in enumerate(zip(params, new_params))]
-    pairs += [(f"state {k!r} of parameter", i, old[k], new[k])
-              for i, (old, new) in enumerate(zip(states, new_states)) for k in old if k in new]
+    pairs += [
+        (f"state {k!r} of parameter", i, old[k], new[k])
+        for i, (old, new) in enumerate(zip(states, new_states))
+        for k in old
+        if k in new
+    ]
     for what, i, a, b in pairs:
         if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
-            raise OpError(f"{cls.__name__}._update changed {what} {index[i]} from {a.dtype}{list(a.shape)} to "
-                          f"{b.dtype}{list(b.shape)}; an update must keep shapes and dtypes")
+            raise OpError(
+                f"{cls.__name__}._update changed {what} {index[i]} from {a.dtype}{list(a.shape)} to "
+                f"{b.dtype}{list(b.shape)}; an update must keep shapes and dtypes"
+            )
 
 
 @jax.tree_util.register_pytree_node_class
@@ -166,8 +174,10 @@ def _dynamic_value(name: str, v):
         return tuple(_dynamic_value(name, x) for x in v)
     if isinstance(v, (jax.Array, _Tracer)):
         return v
-    raise TypeError(f"optimizer hyperparameter {name!r} must be a number, a tuple of numbers or a 0-d "
-                    f"Tensor, got {type(v).__name__}")
+    raise TypeError(
+        f"optimizer hyperparameter {name!r} must be a number, a tuple of numbers or a 0-d "
+        f"Tensor, got {type(v).__name__}"
+    )
 
 
 def _state_array(like: Tensor, fill: builtins.float = 0.0):
@@ -206,8 +216,7 @@ def _check_betas(betas) -> None:
 
 def _check_flags(differentiable: bool, foreach, fused) -> None:
     if differentiable:
-        raise ValueError("differentiable=True is not supported: lazyflow's optimizer step is not recorded "
-                         "by autograd")
+        raise ValueError("differentiable=True is not supported: lazyflow's optimizer step is not recorded by autograd")
     if fused and foreach:
         raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
@@ -259,8 +268,10 @@ class Optimizer:
         self.state: defaultdict = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
         if isinstance(params, Tensor):
-            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or "
-                            f"dicts, but got a Tensor of shape {list(params.shape)}; wrap it in a list")
+            raise TypeError(
+                "params argument given to the optimizer should be an iterable of Tensors or "
+                f"dicts, but got a Tensor of shape {list(params.shape)}; wrap it in a list"
+            )
         param_groups = list(params)
         if len(param_groups) == 0:
             raise ValueError("optimizer got an empty parameter list")
@@ -287,8 +298,10 @@ class Optimizer:
         if isinstance(params, Tensor):
             params = [params]
         elif isinstance(params, set):
-            raise TypeError("optimizer parameters need to be organized in ordered collections, but the "
-                            "ordering of tensors in sets will change between runs. Please use a list instead.")
+            raise TypeError(
+                "optimizer parameters need to be organized in ordered collections, but the "
+                "ordering of tensors in sets will change between runs. Please use a list instead."
+            )
         else:
             params = list(params)
         names = [p[0] for p in params if isinstance(p, tuple)]
@@ -308,8 +321,10 @@ class Optimizer:
                 raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
             param_group.setdefault(name, default)
         if len({id(p) for p in params}) != len(params):
-            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
-                          "cause an error", stacklevel=3)
+            warnings.warn(
+                "optimizer contains a parameter group with duplicate parameters; in future, this will cause an error",
+                stacklevel=3,
+            )
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in params):
             raise ValueError("some parameters appear in more than one parameter group")
@@ -392,15 +407,18 @@ class Optimizer:
         for index, group in enumerate(self.param_groups):
             self._init_state(index, [p for p in group["params"] if p.requires_grad])
         empty: dict = {}
-        return [{k: v._value for k, v in self.state.get(p, empty).items() if isinstance(v, Tensor)}
-                for p in self._flat_params()]
+        return [
+            {k: v._value for k, v in self.state.get(p, empty).items() if isinstance(v, Tensor)}
+            for p in self._flat_params()
+        ]
 
     def functional_hyperparams(self) -> list[Hyperparameters]:
         """Every param group's hyperparameters as they are now, one :class:`Hyperparameters` per group."""
         return [self._hyperparameters(g, len(g["params"])) for g in self.param_groups]
 
-    def functional_update(self, params: list, grads: list, state: list[dict],
-                          hyper: list[Hyperparameters]) -> tuple[list, list[dict]]:
+    def functional_update(
+        self, params: list, grads: list, state: list[dict], hyper: list[Hyperparameters]
+    ) -> tuple[list, list[dict]]:
         """One optimizer step as a pure function of arrays (see the class docstring).
 
         Args:
@@ -416,9 +434,11 @@ class Optimizer:
         """
         n = sum(h.size for h in hyper)
         if not len(params) == len(grads) == len(state) == n:
-            raise ValueError(f"functional_update: got {len(params)} parameters, {len(grads)} gradients and "
-                             f"{len(state)} states, but the param groups in hyper hold {n} parameters; pass "
-                             "flat lists in the optimizer's numbering (every group's params, in order)")
+            raise ValueError(
+                f"functional_update: got {len(params)} parameters, {len(grads)} gradients and "
+                f"{len(state)} states, but the param groups in hyper hold {n} parameters; pass "
+                "flat lists in the optimizer's numbering (every group's params, in order)"
+            )
         new_params, new_state = list(params), list(state)
         start = 0
         for h in hyper:
@@ -490,20 +510,28 @@ class Optimizer:
         saved_groups = copy.deepcopy(state_dict["param_groups"])
         groups = self.param_groups
         if len(groups) != len(saved_groups):
-            raise ValueError(f"loaded state dict has {len(saved_groups)} parameter groups, but the optimizer has "
-                             f"{len(groups)}")
+            raise ValueError(
+                f"loaded state dict has {len(saved_groups)} parameter groups, but the optimizer has {len(groups)}"
+            )
         for i, (g, s) in enumerate(zip(groups, saved_groups)):
             if len(g["params"]) != len(s["params"]):
-                raise ValueError(f"loaded state dict contains a parameter group that doesn't match the size of "
-                                 f"optimizer's group: group {i} has {len(s['params'])} parameters in the state "
-                                 f"dict and {len(g['params'])} in the optimizer")
-        id_map = dict(zip(chain.from_iterable(s["params"] for s in saved_groups),
-                          chain.from_iterable(g["params"] for g in groups)))
+                raise ValueError(
+                    f"loaded state dict contains a parameter group that doesn't match the size of "
+                    f"optimizer's group: group {i} has {len(s['params'])} parameters in the state "
+                    f"dict and {len(g['params'])} in the optimizer"
+                )
+        id_map = dict(
+            zip(
+                chain.from_iterable(s["params"] for s in saved_groups), chain.from_iterable(g["params"] for g in groups)
+            )
+        )
         state: defaultdict = defaultdict(dict)
         for k, values in state_dict["state"].items():
             if k not in id_map:
-                raise ValueError(f"loaded state dict has state for parameter index {k!r}, but its param_groups "
-                                 f"list only indices {sorted(id_map, key=str)}")
+                raise ValueError(
+                    f"loaded state dict has state for parameter index {k!r}, but its param_groups "
+                    f"list only indices {sorted(id_map, key=str)}"
+                )
             p = id_map[k]
             if not isinstance(values, dict):
                 raise ValueError(f"state of parameter {k} must be a dict, got {type(values).__name__}")
@@ -582,11 +610,16 @@ class Optimizer:
         plist = self._params_with_grad(group) if params is None else list(params)
         empty: dict = {}
         # plist holds parameters with a gradient (the caller's params come from _params_with_grad too)
-        return (plist, [p._value for p in plist], [cast(Tensor, p.grad)._value for p in plist],
-                [{k: t._value for k, t in self.state.get(p, empty).items()} for p in plist])
+        return (
+            plist,
+            [p._value for p in plist],
+            [cast(Tensor, p.grad)._value for p in plist],
+            [{k: t._value for k, t in self.state.get(p, empty).items()} for p in plist],
+        )
 
-    def _write_back(self, plist: list[Tensor], new_params: list, new_states: list[dict], *,
-                    same_meta: bool = False) -> None:
+    def _write_back(
+        self, plist: list[Tensor], new_params: list, new_states: list[dict], *, same_meta: bool = False
+    ) -> None:
         """Store results into the same objects. ``same_meta``: the caller guarantees every value has its
         target's shape, dtype and placement (eager step: the program maps each array to its own kind)."""
         assign = _assign_same if same_meta else _assign
@@ -619,20 +652,24 @@ class Optimizer:
         shape = tuple(np.shape(arr))
         if name in self._scalar_state_keys:
             if shape != ():
-                raise ShapeError(f"loaded optimizer state {name!r} of parameter {index} must be a scalar, got "
-                                 f"shape {list(shape)}")
-            if isinstance(arr, (builtins.int, builtins.float)) or not np.issubdtype(np.asarray(arr).dtype,
-                                                                                  np.floating):
+                raise ShapeError(
+                    f"loaded optimizer state {name!r} of parameter {index} must be a scalar, got shape {list(shape)}"
+                )
+            if isinstance(arr, (builtins.int, builtins.float)) or not np.issubdtype(np.asarray(arr).dtype, np.floating):
                 return _scalar_state(builtins.float(arr))
             dtype = np.dtype(arr.dtype)
         else:
             if self._state_keys is not None and name not in self._state_keys:
-                raise ValueError(f"loaded state of parameter {index} has an entry {name!r} that "
-                                 f"{type(self).__name__} does not use (expected names: "
-                                 f"{list(self._scalar_state_keys) + list(self._state_keys)})")
+                raise ValueError(
+                    f"loaded state of parameter {index} has an entry {name!r} that "
+                    f"{type(self).__name__} does not use (expected names: "
+                    f"{list(self._scalar_state_keys) + list(self._state_keys)})"
+                )
             if shape != tuple(p.shape) and self._state_keys is not None:
-                raise ShapeError(f"loaded optimizer state {name!r} of parameter {index} has shape {list(shape)}, "
-                                 f"but the parameter has shape {list(p.shape)}")
+                raise ShapeError(
+                    f"loaded optimizer state {name!r} of parameter {index} has shape {list(shape)}, "
+                    f"but the parameter has shape {list(p.shape)}"
+                )
             dtype = p.dtype.to_jax() if p.is_floating_point() else np.asarray(arr).dtype
         if isinstance(arr, jax.Array):
             out = arr.astype(dtype)
@@ -647,8 +684,13 @@ class Optimizer:
 def _assign(t: Tensor, value) -> None:
     """Replace ``t``'s value in place (same object), keeping its meta when shape, dtype and placement are unchanged."""
     meta = t._meta
-    if (isinstance(value, _Tracer) or meta is None or tuple(value.shape) != meta[0] or value.dtype != meta[1].np
-            or (value.sharding is not getattr(t._value, "sharding", None) and pid_of(value) != meta[2])):
+    if (
+        isinstance(value, _Tracer)
+        or meta is None
+        or tuple(value.shape) != meta[0]
+        or value.dtype != meta[1].np
+        or (value.sharding is not getattr(t._value, "sharding", None) and pid_of(value) != meta[2])
+    ):
         meta = _meta_of(value)
     t._value = value
     t._meta = meta

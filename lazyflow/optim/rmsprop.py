@@ -33,18 +33,38 @@ class RMSprop(Optimizer):
     _static = ("centered", "maximize")
     _state_keys = ("square_avg", "momentum_buffer", "grad_avg")
 
-    def __init__(self, params, lr: float | Tensor = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
-                 weight_decay: float = 0, momentum: float = 0, centered: bool = False, capturable: bool = False,
-                 foreach: bool | None = None, maximize: bool = False, differentiable: bool = False) -> None:
+    def __init__(
+        self,
+        params,
+        lr: float | Tensor = 1e-2,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+        weight_decay: float = 0,
+        momentum: float = 0,
+        centered: bool = False,
+        capturable: bool = False,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        differentiable: bool = False,
+    ) -> None:
         _check_lr(lr)
         _check_nonneg("epsilon value", eps)
         _check_nonneg("momentum value", momentum)
         _check_nonneg("weight_decay value", weight_decay)
         _check_nonneg("alpha value", alpha)
         _check_flags(differentiable, foreach, None)
-        defaults = {"lr": lr, "momentum": momentum, "alpha": alpha, "eps": eps, "centered": centered,
-                    "weight_decay": weight_decay, "capturable": capturable, "foreach": foreach,
-                    "maximize": maximize, "differentiable": differentiable}
+        defaults = {
+            "lr": lr,
+            "momentum": momentum,
+            "alpha": alpha,
+            "eps": eps,
+            "centered": centered,
+            "weight_decay": weight_decay,
+            "capturable": capturable,
+            "foreach": foreach,
+            "maximize": maximize,
+            "differentiable": differentiable,
+        }
         super().__init__(params, defaults)
 
     def _new_state(self, p, group):

@@ -33,16 +33,35 @@ class SGD(Optimizer):
     _static = ("nesterov", "maximize")
     _state_keys = ("momentum_buffer",)
 
-    def __init__(self, params, lr: float | Tensor = 1e-3, momentum: float = 0, dampening: float = 0,
-                 weight_decay: float | Tensor = 0, nesterov: bool = False, *, maximize: bool = False,
-                 foreach: bool | None = None, differentiable: bool = False, fused: bool | None = None) -> None:
+    def __init__(
+        self,
+        params,
+        lr: float | Tensor = 1e-3,
+        momentum: float = 0,
+        dampening: float = 0,
+        weight_decay: float | Tensor = 0,
+        nesterov: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
+    ) -> None:
         _check_lr(lr)
         _check_nonneg("momentum value", momentum)
         _check_nonneg("weight_decay value", weight_decay)
         _check_flags(differentiable, foreach, fused)
-        defaults = {"lr": lr, "momentum": momentum, "dampening": dampening, "weight_decay": weight_decay,
-                    "nesterov": nesterov, "maximize": maximize, "foreach": foreach,
-                    "differentiable": differentiable, "fused": fused}
+        defaults = {
+            "lr": lr,
+            "momentum": momentum,
+            "dampening": dampening,
+            "weight_decay": weight_decay,
+            "nesterov": nesterov,
+            "maximize": maximize,
+            "foreach": foreach,
+            "differentiable": differentiable,
+            "fused": fused,
+        }
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, defaults)

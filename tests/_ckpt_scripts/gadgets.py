@@ -65,105 +65,203 @@ def gadgets(marker: str) -> dict[str, tuple[bytes, bool, str]]:
     return {
         # dotted names: an attribute walk from any module reaches eval
         "issue17_numpy_dtypes_builtins_get": (
-            P5 + call1(g("numpy.dtypes", "__builtins__.get"), s("eval")) + s(code) + b"\x85R.", True, "dotted"),
+            P5 + call1(g("numpy.dtypes", "__builtins__.get"), s("eval")) + s(code) + b"\x85R.",
+            True,
+            "dotted",
+        ),
         "dotted_via_GLOBAL_opcode": (
-            P5 + b"cnumpy.dtypes\n__builtins__.get\n" + s("eval") + b"\x85R" + s(code) + b"\x85R.", True, "dotted"),
+            P5 + b"cnumpy.dtypes\n__builtins__.get\n" + s("eval") + b"\x85R" + s(code) + b"\x85R.",
+            True,
+            "dotted",
+        ),
         "dotted_via_allowed_module_collections": (
-            P5 + call1(g("collections", "__builtins__.get"), s("eval")) + s(code) + b"\x85R.", True, "dotted"),
+            P5 + call1(g("collections", "__builtins__.get"), s("eval")) + s(code) + b"\x85R.",
+            True,
+            "dotted",
+        ),
         "dotted_via_allowed_module_numpy": (
-            P5 + call1(g("numpy", "__builtins__.get"), s("eval")) + s(code) + b"\x85R.", True, "dotted"),
-        "dotted_via_allowed_class_attribute": (
-            P5 + g("collections", "OrderedDict.fromkeys") + b".", False, "dotted"),
+            P5 + call1(g("numpy", "__builtins__.get"), s("eval")) + s(code) + b"\x85R.",
+            True,
+            "dotted",
+        ),
+        "dotted_via_allowed_class_attribute": (P5 + g("collections", "OrderedDict.fromkeys") + b".", False, "dotted"),
         # builtins that run code or reach anything
         "builtins_eval": (P5 + call1(g("builtins", "eval"), s(code)) + b".", True, "builtins.eval"),
         "builtins_exec": (P5 + call1(g("builtins", "exec"), s(code)) + b".", True, "builtins.exec"),
         "builtins_getattr_of_import": (
-            P5 + g("builtins", "getattr") + b"(" + call1(g("builtins", "__import__"), s("os")) + s("system")
-            + b"tR" + s(cmd) + b"\x85R.", True, "builtins.getattr"),
-        "builtins___import__": (P5 + call1(g("builtins", "__import__"), s("os")) + b".", False,
-                                "builtins.__import__"),
+            P5
+            + g("builtins", "getattr")
+            + b"("
+            + call1(g("builtins", "__import__"), s("os"))
+            + s("system")
+            + b"tR"
+            + s(cmd)
+            + b"\x85R.",
+            True,
+            "builtins.getattr",
+        ),
+        "builtins___import__": (P5 + call1(g("builtins", "__import__"), s("os")) + b".", False, "builtins.__import__"),
         "builtins_globals_of_module": (P5 + g("builtins", "globals") + b")R.", False, "builtins.globals"),
-        "builtins_type_three_args": (P5 + g("builtins", "type") + b"(" + s("X") + b")}tR.", False,
-                                     "builtins.type"),
+        "builtins_type_three_args": (P5 + g("builtins", "type") + b"(" + s("X") + b")}tR.", False, "builtins.type"),
         "os_system": (P5 + call1(g("os", "system"), s(cmd)) + b".", True, "os.system"),
         "posix_system": (P5 + call1(g("posix", "system"), s(cmd)) + b".", True, "posix.system"),
         "subprocess_getoutput": (P5 + call1(g("subprocess", "getoutput"), s(cmd)) + b".", True, "subprocess"),
         # __reduce__ reaching through allowed modules' attributes (modules are never values)
         "module_through_lazyflow_dtypes": (P5 + g("lazyflow._core.dtypes", "np") + b".", False, "dtypes.np"),
         "module_through_lazyflow_builtins": (
-            P5 + g("lazyflow._core.dtypes", "builtins") + b".", False, "dtypes.builtins"),
+            P5 + g("lazyflow._core.dtypes", "builtins") + b".",
+            False,
+            "dtypes.builtins",
+        ),
         "numpy_dtypes_module_wholesale": (P5 + g("numpy.dtypes", "Float32DType") + b".", False, "numpy.dtypes"),
         "allowed_value_not_callable_str": (P5 + call1(g("builtins", "str"), s("x")) + b".", False, "call"),
         "allowed_value_not_callable_scalar_type": (P5 + call1(g("numpy", "float32"), s("1")) + b".", False, "call"),
         # numpy internals
         "numpy_reconstruct_non_ndarray": (
-            P5 + g("numpy._core.multiarray", "_reconstruct") + b"(" + g("collections", "OrderedDict") + b"K\x00\x85"
-            + by(b"b") + b"tR.", False, "_reconstruct"),
+            P5
+            + g("numpy._core.multiarray", "_reconstruct")
+            + b"("
+            + g("collections", "OrderedDict")
+            + b"K\x00\x85"
+            + by(b"b")
+            + b"tR.",
+            False,
+            "_reconstruct",
+        ),
         "numpy_core_reconstruct": (
-            P5 + g("numpy.core.multiarray", "_reconstruct") + b"(" + g("builtins", "dict") + b"K\x00\x85" + by(b"b")
-            + b"tR.", False, "_reconstruct"),
-        "numpy_frombuffer": (P5 + g("numpy", "frombuffer") + b"(" + by(b"\0" * 8) + s("O") + b"tR.", False,
-                             "frombuffer"),
+            P5
+            + g("numpy.core.multiarray", "_reconstruct")
+            + b"("
+            + g("builtins", "dict")
+            + b"K\x00\x85"
+            + by(b"b")
+            + b"tR.",
+            False,
+            "_reconstruct",
+        ),
+        "numpy_frombuffer": (
+            P5 + g("numpy", "frombuffer") + b"(" + by(b"\0" * 8) + s("O") + b"tR.",
+            False,
+            "frombuffer",
+        ),
         "numpy_load": (P5 + call1(g("numpy", "load"), s(marker)) + b".", False, "numpy.load"),
         "numpy_dtype_object": (P5 + call1(g("numpy", "dtype"), s("O")) + b".", False, "numpy.dtype expects"),
         "numpy_dtype_structured_object": (
-            P5 + g("numpy", "dtype") + b"(]" + s("a") + s("O") + b"\x86atR.", False, "numpy.dtype expects"),
+            P5 + g("numpy", "dtype") + b"(]" + s("a") + s("O") + b"\x86atR.",
+            False,
+            "numpy.dtype expects",
+        ),
         "numpy_dtype_comma_string": (P5 + call1(g("numpy", "dtype"), s("f4,O")) + b".", False, "numpy.dtype"),
-        "numpy_dtype_subarray": (P5 + call1(g("numpy", "dtype"), s("(1000000000,)f8")) + b".", False,
-                                 "numpy.dtype"),
-        "numpy_dtype_align_true": (P5 + g("numpy", "dtype") + b"(" + s("f4") + b"\x88\x88tR.", False,
-                                   "numpy.dtype"),
+        "numpy_dtype_subarray": (P5 + call1(g("numpy", "dtype"), s("(1000000000,)f8")) + b".", False, "numpy.dtype"),
+        "numpy_dtype_align_true": (P5 + g("numpy", "dtype") + b"(" + s("f4") + b"\x88\x88tR.", False, "numpy.dtype"),
         "numpy_dtype_state_hasobject": (
-            P5 + call1(g("numpy", "dtype"), s("f8")) + b"(K\x03" + s("<") + b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xff"
-            + b"K?tb.", False, "dtype state"),
+            P5
+            + call1(g("numpy", "dtype"), s("f8"))
+            + b"(K\x03"
+            + s("<")
+            + b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xff"
+            + b"K?tb.",
+            False,
+            "dtype state",
+        ),
         "numpy_dtype_state_fields": (
-            P5 + call1(g("numpy", "dtype"), s("f8")) + b"(K\x03" + s("|") + b"N" + s("a") + b"\x85}K\x08K\x08K\x00"
-            + b"tb.", False, "dtype state"),
+            P5
+            + call1(g("numpy", "dtype"), s("f8"))
+            + b"(K\x03"
+            + s("|")
+            + b"N"
+            + s("a")
+            + b"\x85}K\x08K\x08K\x00"
+            + b"tb.",
+            False,
+            "dtype state",
+        ),
         "numpy_scalar_object_dtype": (
             P5 + g("numpy._core.multiarray", "scalar") + b"(" + call1(g("numpy", "dtype"), s("O")) + s("x") + b"tR.",
-            False, "numpy.dtype expects"),
+            False,
+            "numpy.dtype expects",
+        ),
         "numpy_scalar_wrong_length": (
-            P5 + g("numpy._core.multiarray", "scalar") + b"(" + call1(g("numpy", "dtype"), s("f8")) + by(b"\0" * 3)
-            + b"tR.", False, "numpy scalar expects"),
+            P5
+            + g("numpy._core.multiarray", "scalar")
+            + b"("
+            + call1(g("numpy", "dtype"), s("f8"))
+            + by(b"\0" * 3)
+            + b"tR.",
+            False,
+            "numpy scalar expects",
+        ),
         "numpy_scalar_non_dtype": (
-            P5 + g("numpy._core.multiarray", "scalar") + b"(" + s("f8") + by(b"\0" * 8) + b"tR.", False,
-            "numpy scalar expects"),
+            P5 + g("numpy._core.multiarray", "scalar") + b"(" + s("f8") + by(b"\0" * 8) + b"tR.",
+            False,
+            "numpy scalar expects",
+        ),
         # copyreg, functools, operator, nested pickles
         "copyreg__reconstructor": (
             P5 + g("copyreg", "_reconstructor") + b"(" + g("builtins", "dict") + g("builtins", "dict") + b"}tR.",
-            False, "copyreg"),
-        "copyreg___newobj__": (P5 + g("copyreg", "__newobj__") + b"(" + g("builtins", "dict") + b"tR.", False,
-                               "copyreg"),
+            False,
+            "copyreg",
+        ),
+        "copyreg___newobj__": (
+            P5 + g("copyreg", "__newobj__") + b"(" + g("builtins", "dict") + b"tR.",
+            False,
+            "copyreg",
+        ),
         "functools_partial_eval": (
-            P5 + g("functools", "partial") + b"(" + g("builtins", "eval") + s(code) + b"tR)R.", True,
-            "functools.partial"),
+            P5 + g("functools", "partial") + b"(" + g("builtins", "eval") + s(code) + b"tR)R.",
+            True,
+            "functools.partial",
+        ),
         "operator_attrgetter": (P5 + call1(g("operator", "attrgetter"), s("__class__")) + b".", False, "operator"),
         "operator_methodcaller": (
-            P5 + g("operator", "methodcaller") + b"(" + s("get") + s("eval") + b"tR.", False, "operator"),
+            P5 + g("operator", "methodcaller") + b"(" + s("get") + s("eval") + b"tR.",
+            False,
+            "operator",
+        ),
         "nested_pickle_loads": (P5 + call1(g("pickle", "loads"), by(inner)) + b".", True, "pickle.loads"),
         "nested__pickle_loads": (P5 + call1(g("_pickle", "loads"), by(inner)) + b".", True, "_pickle.loads"),
         "defaultdict_factory_eval": (
-            P5 + call1(g("collections", "defaultdict"), g("builtins", "eval")) + b".", False, "builtins.eval"),
+            P5 + call1(g("collections", "defaultdict"), g("builtins", "eval")) + b".",
+            False,
+            "builtins.eval",
+        ),
         "defaultdict_factory_not_allowlisted": (
-            P5 + call1(g("collections", "defaultdict"), by(b"x")) + b".", False, "defaultdict expects"),
+            P5 + call1(g("collections", "defaultdict"), by(b"x")) + b".",
+            False,
+            "defaultdict expects",
+        ),
         # BUILD / __setstate__ on allowed classes
         "build_ordered_dict___class__": (
-            P5 + od + b"}" + s("__class__") + g("collections", "deque") + b"sb.", False, "attribute '__class__'"),
-        "build_ordered_dict___dict__": (
-            P5 + od + b"}" + s("__dict__") + b"}sb.", False, "attribute '__dict__'"),
+            P5 + od + b"}" + s("__class__") + g("collections", "deque") + b"sb.",
+            False,
+            "attribute '__class__'",
+        ),
+        "build_ordered_dict___dict__": (P5 + od + b"}" + s("__dict__") + b"}sb.", False, "attribute '__dict__'"),
         "build_ordered_dict_shadows_method": (
-            P5 + od + b"}" + s("keys") + g("builtins", "int") + b"sb.", False, "attribute 'keys'"),
+            P5 + od + b"}" + s("keys") + g("builtins", "int") + b"sb.",
+            False,
+            "attribute 'keys'",
+        ),
         "build_ordered_dict_slotstate": (
-            P5 + od + b"N}" + s("__class__") + g("collections", "deque") + b"s\x86b.", False, "dict of attributes"),
+            P5 + od + b"N}" + s("__class__") + g("collections", "deque") + b"s\x86b.",
+            False,
+            "dict of attributes",
+        ),
         "build_on_device_instance": (
-            P5 + call1(g("lazyflow._core.device", "Device"), s("cpu")) + b"}" + s("type") + s("evil") + b"sb.", False,
-            "BUILD"),
+            P5 + call1(g("lazyflow._core.device", "Device"), s("cpu")) + b"}" + s("type") + s("evil") + b"sb.",
+            False,
+            "BUILD",
+        ),
         "build_on_class_object": (
             P5 + g("lazyflow._core.device", "Device") + b"N}" + s("__reduce__") + g("builtins", "int") + b"s\x86b.",
-            False, "BUILD"),
+            False,
+            "BUILD",
+        ),
         "build_on_function": (
-            P5 + g("lazyflow._core.dtypes", "to_dtype") + b"}" + s("__defaults__") + s("x") + b"\x85sb.", False,
-            "BUILD"),
+            P5 + g("lazyflow._core.dtypes", "to_dtype") + b"}" + s("__defaults__") + s("x") + b"\x85sb.",
+            False,
+            "BUILD",
+        ),
         "build_on_plain_dict": (P5 + b"}}" + s("a") + b"K\x01sb.", False, "BUILD"),
         "build_on_deque": (P5 + g("collections", "deque") + b")R}" + s("a") + b"K\x01sb.", False, "BUILD"),
         # opcodes outside the allowlist
@@ -201,8 +299,11 @@ def frame(payload: bytes) -> bytes:
 def _register_extensions():
     import copyreg
 
-    for code, (module, name) in ((0xF0, ("os", "system")), (0xF1, ("posix", "system")),
-                                 (0xF2, ("subprocess", "getoutput"))):
+    for code, (module, name) in (
+        (0xF0, ("os", "system")),
+        (0xF1, ("posix", "system")),
+        (0xF2, ("subprocess", "getoutput")),
+    ):
         copyreg.add_extension(module, name, code)
 
 
@@ -216,7 +317,7 @@ def run_pickle(d: str) -> dict:
         marker = os.path.join(d, f"pickle-{name}")
         try:
             pickle.loads(gadgets(marker)[name][0])
-        except Exception:  # noqa: BLE001 - a gadget may raise after running its code
+        except Exception:
             pass
         out[name] = os.path.exists(marker)
     return out
@@ -255,9 +356,13 @@ def _attempt(results: dict, path: str, fn) -> None:
     try:
         fn()
         results[path] = ["loaded", "", False, False]
-    except BaseException as e:  # noqa: BLE001 - the test judges the class
-        results[path] = [type(e).__name__, str(e)[:400], isinstance(e, lf.CheckpointError),
-                         isinstance(e, pickle.UnpicklingError)]
+    except BaseException as e:
+        results[path] = [
+            type(e).__name__,
+            str(e)[:400],
+            isinstance(e, lf.CheckpointError),
+            isinstance(e, pickle.UnpicklingError),
+        ]
 
 
 def run_torch(d: str) -> dict:
@@ -270,8 +375,11 @@ def run_torch(d: str) -> dict:
 
     def legacy(payload: bytes):
         f = io.BytesIO()
-        for v in (0x1950A86A20F9469CFC6C, 1001, {"protocol_version": 1001, "little_endian": True,
-                                                  "type_sizes": {"short": 2, "int": 4, "long": 4}}):
+        for v in (
+            0x1950A86A20F9469CFC6C,
+            1001,
+            {"protocol_version": 1001, "little_endian": True, "type_sizes": {"short": 2, "int": 4, "long": 4}},
+        ):
             pickle.dump(v, f, 2)
         f.write(payload)
         pickle.dump([], f, 2)
@@ -286,7 +394,7 @@ def run_torch(d: str) -> dict:
             verdict = "loaded"
         except pickle.UnpicklingError:
             verdict = "refused"
-        except Exception as e:  # noqa: BLE001 - a malformed gadget
+        except Exception as e:
             verdict = f"error:{type(e).__name__}"
         out[name] = {"verdict": verdict, "ran": os.path.exists(marker)}
     return out

@@ -27,12 +27,14 @@ def _entry(rec, key):
 def _set(key, field, value):
     def change(rec):
         _entry(rec, key)[field] = value
+
     return change
 
 
 def _drop(key, field):
     def change(rec):
         del _entry(rec, key)[field]
+
     return change
 
 
@@ -42,6 +44,7 @@ def _record(field, value):
             del rec[field]
         else:
             rec[field] = value
+
     return change
 
 
@@ -104,11 +107,19 @@ CASES = {
     "crc_wrong_count": (_set("a", "crc", [1, 2, 3]), "CRC-32"),
     "crc_not_ints": (_set("a", "crc", ["x"]), "'crc'"),
     "requires_grad_not_bool": (_set("a", "requires_grad", "yes"), "'requires_grad' should be a bool"),
-    "sharding_bad_mesh": (_set("a", "sharding", {"type": "named", "device_ids": (0,), "mesh_shape": (2, 2),
-                                                 "axis_names": ("x", "y"), "spec": (None,)}), "product"),
+    "sharding_bad_mesh": (
+        _set(
+            "a",
+            "sharding",
+            {"type": "named", "device_ids": (0,), "mesh_shape": (2, 2), "axis_names": ("x", "y"), "spec": (None,)},
+        ),
+        "product",
+    ),
     "sharding_not_dict": (_set("a", "sharding", ["x"]), "sharding should be None or a dict"),
-    "record_without_fields": (lambda rec: rec.clear() or rec.update({"format": "lazyflow.checkpoint", "version": 1}),
-                              "'entries'.*missing"),
+    "record_without_fields": (
+        lambda rec: rec.clear() or rec.update({"format": "lazyflow.checkpoint", "version": 1}),
+        "'entries'.*missing",
+    ),
     "record_not_dict": (lambda rec: [rec], "not lazyflow's"),
 }
 
@@ -116,8 +127,17 @@ CASES = {
 def honest(lf, np, path):
     """The checkpoint every case starts from: owners a, c, d (own arrays) and s (packed), b sharing a, an ndarray."""
     a = lf.ones(600, 600)  # 1.4 MB: its own orbax array
-    lf.save({"a": a, "b": a.detach(), "c": lf.zeros(600, 601), "d": lf.zeros(601, 600), "s": lf.ones(4),
-             "n": np.arange(3.0)}, path)
+    lf.save(
+        {
+            "a": a,
+            "b": a.detach(),
+            "c": lf.zeros(600, 601),
+            "d": lf.zeros(601, 600),
+            "s": lf.ones(4),
+            "n": np.arange(3.0),
+        },
+        path,
+    )
 
 
 def main(d: str) -> dict:
@@ -139,13 +159,16 @@ def main(d: str) -> dict:
         with open(meta_file, "wb") as f:
             f.write(frame(pickle.dumps(rec, 5)))
         res = {}
-        for call, fn in (("load", lambda: lf.load(base)), ("inspect", lambda: lf.checkpoint.inspect(base)),
-                         ("load_tensors", lambda: load_tensors(base, ["a"]))):
+        for call, fn in (
+            ("load", lambda: lf.load(base)),
+            ("inspect", lambda: lf.checkpoint.inspect(base)),
+            ("load_tensors", lambda: load_tensors(base, ["a"])),
+        ):
             t0 = time.monotonic()
             try:
                 fn()
                 res[call] = ["loaded", "", False, time.monotonic() - t0]
-            except BaseException as e:  # noqa: BLE001 - the test judges the class
+            except BaseException as e:
                 res[call] = [type(e).__name__, str(e)[:500], isinstance(e, lf.CheckpointError), time.monotonic() - t0]
         out[name] = res
     with open(meta_file, "wb") as f:

@@ -22,9 +22,14 @@ def outcome(fn):
     try:
         fn()
         return {"ok": True}
-    except Exception as e:  # noqa: BLE001 - the test judges the class
-        return {"cls": type(e).__name__, "checkpoint_error": isinstance(e, lf.CheckpointError),
-                "os_error": isinstance(e, OSError), "errno": getattr(e, "errno", None), "msg": str(e)[:400]}
+    except Exception as e:
+        return {
+            "cls": type(e).__name__,
+            "checkpoint_error": isinstance(e, lf.CheckpointError),
+            "os_error": isinstance(e, OSError),
+            "errno": getattr(e, "errno", None),
+            "msg": str(e)[:400],
+        }
 
 
 def with_timeout(fn, seconds=60):

@@ -25,7 +25,7 @@ def main() -> None:
     for fn in _CHECKS:
         try:
             fn()
-        except BaseException:  # noqa: BLE001 - report and go on with the next check
+        except BaseException:
             print(f"FAIL {fn.__name__}\n{traceback.format_exc()}END", flush=True)
         else:
             print(f"OK {fn.__name__}", flush=True)
@@ -36,15 +36,19 @@ def names(script: str) -> list[str]:
     import ast
 
     tree = ast.parse(open(os.path.join(HERE, script)).read())
-    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef)
-            and any(isinstance(d, ast.Name) and d.id == "check" for d in n.decorator_list)]
+    return [
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef) and any(isinstance(d, ast.Name) and d.id == "check" for d in n.decorator_list)
+    ]
 
 
 def run_script(script: str, *args: str, devices: int = 8, timeout: float = 600) -> str:
     """Run ``script`` in a fresh interpreter with ``devices`` virtual CPU devices; its stdout."""
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu")
-    p = subprocess.run([sys.executable, os.path.join(HERE, script), *args], capture_output=True, text=True,
-                       env=env, timeout=timeout)
+    p = subprocess.run(
+        [sys.executable, os.path.join(HERE, script), *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
     if p.returncode:
         raise AssertionError(f"{script} exited with {p.returncode}:\n{p.stdout[-6000:]}\n{p.stderr[-6000:]}")
     return p.stdout
@@ -56,5 +60,5 @@ def outcome(out: str, name: str) -> None:
         return
     i = out.find(f"FAIL {name}\n")
     if i >= 0:
-        raise AssertionError(out[i:out.find("END", i)])
+        raise AssertionError(out[i : out.find("END", i)])
     raise AssertionError(f"check {name} did not run; output:\n{out[-4000:]}")

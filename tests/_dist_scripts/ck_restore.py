@@ -64,7 +64,7 @@ def reference(steps):
         for k in p:
             m[k] = 0.9 * m[k] + 0.1 * g[k]
             v2[k] = 0.999 * v2[k] + 0.001 * g[k] ** 2
-            p[k] = p[k] - (1e-2 / (1 - 0.9 ** t)) * m[k] / (jnp.sqrt(v2[k]) / np.sqrt(1 - 0.999 ** t) + 1e-8)
+            p[k] = p[k] - (1e-2 / (1 - 0.9**t)) * m[k] / (jnp.sqrt(v2[k]) / np.sqrt(1 - 0.999**t) + 1e-8)
     return np.array(losses), {k: np.asarray(v) for k, v in p.items()}
 
 
@@ -127,7 +127,7 @@ def _restore_into(out):
 def _shard_bytes(k):
     """The bytes of device k's shard of 0.weight (rows 8k..8k+7 of the (64, 64) weight split over 8 devices; 2 KB,
     above OCDBT's inline-value size, so stored uncompressed in a data file of the process that wrote it)."""
-    return np.ascontiguousarray(PARAMS["0.weight"][8 * k:8 * k + 8]).tobytes()
+    return np.ascontiguousarray(PARAMS["0.weight"][8 * k : 8 * k + 8]).tobytes()
 
 
 def _files_holding(root, data):
@@ -152,6 +152,7 @@ def the_saved_values_match():
 
 
 if NDEV == 1:
+
     @check
     def one_device_needs_a_placement():
         try:

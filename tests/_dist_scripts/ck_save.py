@@ -20,14 +20,14 @@ import lazyflow as lf
 
 lf.distributed.init_process_group()
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from jax._src.array import ArrayImpl  # noqa: E402
-from jax.experimental import multihost_utils  # noqa: E402
-from jax.sharding import NamedSharding  # noqa: E402
-from jax.sharding import PartitionSpec as P  # noqa: E402
+import jax
+import numpy as np
+from jax._src.array import ArrayImpl
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
-from lazyflow import nn  # noqa: E402
+from lazyflow import nn
 
 F = nn.functional
 D = lf.distributed
@@ -107,7 +107,7 @@ if mode == "train":
     losses = []
     for x, y in batches(3):
         h = len(x) // 2
-        losses.append(st(lf.tensor(x[RANK * h:(RANK + 1) * h]), lf.tensor(y[RANK * h:(RANK + 1) * h])).item())
+        losses.append(st(lf.tensor(x[RANK * h : (RANK + 1) * h]), lf.tensor(y[RANK * h : (RANK + 1) * h])).item())
     sd, osd = m.state_dict(), o.state_dict()
     assert sd["0.weight"].sharding == NamedSharding(mesh, P("data", None))
     assert not sd["0.weight"].jax().is_fully_addressable  # spans both processes
@@ -116,15 +116,35 @@ if mode == "train":
     D.barrier()
     params = {k: full(v) for k, v in sd.items()}
     opt = {f"{i}.{n}": full(v) for i, s in osd["state"].items() for n, v in s.items() if n != "step"}
-    print("RESULT " + json.dumps({"rank": RANK, "meta_writes": w.meta_writes, "losses": losses,
-                                  "params": params, "optim": opt, "devices": [d.id for d in jax.devices()]}),
-          flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "rank": RANK,
+                "meta_writes": w.meta_writes,
+                "losses": losses,
+                "params": params,
+                "optim": opt,
+                "devices": [d.id for d in jax.devices()],
+            }
+        ),
+        flush=True,
+    )
 elif mode == "loop":
+
     def state(tag, v):
-        glob = lambda shape, spec: lf.from_jax(jax.make_array_from_callback(  # noqa: E731
-            shape, NamedSharding(mesh, spec), lambda idx: np.full(shape, v, np.float32)[idx]))
-        return {"tag": tag, "w": glob((64, 32), P("data", None)), "e": glob((16, 64), P(None, "data")),
-                "small": lf.full((5,), v), "step": int(v)}
+        glob = lambda shape, spec: lf.from_jax(
+            jax.make_array_from_callback(
+                shape, NamedSharding(mesh, spec), lambda idx: np.full(shape, v, np.float32)[idx]
+            )
+        )
+        return {
+            "tag": tag,
+            "w": glob((64, 32), P("data", None)),
+            "e": glob((16, 64), P(None, "data")),
+            "small": lf.full((5,), v),
+            "step": int(v),
+        }
 
     states = [state("A", 1.0), state("B", 2.0)]
     print("pid", os.getpid(), flush=True)

@@ -116,8 +116,11 @@ def one_process_group_calls():
     assert slots == [{"x": 1}]
     _raises(ValueError, lambda: D.all_gather_object([None, None], 1), "2 slots for 1 processes")
     _raises(ValueError, lambda: D.broadcast_object_list(objs, src=1), "src 1")
-    _raises(DeviceError, lambda: D.init_process_group(coordinator_address="127.0.0.1:1", num_processes=2,
-                                                       process_id=0), "before JAX starts its backend")
+    _raises(
+        DeviceError,
+        lambda: D.init_process_group(coordinator_address="127.0.0.1:1", num_processes=2, process_id=0),
+        "before JAX starts its backend",
+    )
 
 
 # ------------------------------------------------------------------------------------------ eager ops
@@ -130,8 +133,7 @@ def eager_ops_on_sharded_tensors():
     y = x @ w + b
     np.testing.assert_allclose(y.numpy(), X @ W + W[0], rtol=1e-5, atol=1e-6)
     assert y.is_sharded  # the result lives on the mesh (JAX propagated the placement)
-    np.testing.assert_allclose(F.relu(y).sum(dim=0).numpy(), np.maximum(X @ W + W[0], 0).sum(0), rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(F.relu(y).sum(dim=0).numpy(), np.maximum(X @ W + W[0], 0).sum(0), rtol=1e-5, atol=1e-5)
     sm = F.softmax(y, dim=1).numpy()
     ref = np.exp(X @ W + W[0])
     np.testing.assert_allclose(sm, ref / ref.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
@@ -187,8 +189,7 @@ def compiled_function_on_sharded_inputs():
     x = D.shard(lf.tensor(X), mesh, ("data", None))
     w = D.replicate(lf.tensor(W), mesh)
     np.testing.assert_allclose(f(x, w).numpy(), np.maximum(X @ W, 0).sum(1), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(f(lf.tensor(X), lf.tensor(W)).numpy(), np.maximum(X @ W, 0).sum(1), rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(f(lf.tensor(X), lf.tensor(W)).numpy(), np.maximum(X @ W, 0).sum(1), rtol=1e-5, atol=1e-5)
 
 
 # ------------------------------------------------------------------------------------------ graph training
@@ -238,15 +239,18 @@ def _reference(opt: str, init: dict):
             else:
                 m[k] = 0.9 * m[k] + 0.1 * g[k]
                 v2[k] = 0.999 * v2[k] + 0.001 * g[k] ** 2
-                denom = jnp.sqrt(v2[k]) / np.sqrt(1 - 0.999 ** t) + 1e-8
-                p[k] = p[k] - (1e-2 / (1 - 0.9 ** t)) * m[k] / denom
+                denom = jnp.sqrt(v2[k]) / np.sqrt(1 - 0.999**t) + 1e-8
+                p[k] = p[k] - (1e-2 / (1 - 0.9**t)) * m[k] / denom
     return np.array(losses), {k: np.asarray(v) for k, v in p.items()}
 
 
 def _train(opt: str, mode: str, mesh=None, data_axis="data", param_axis="data"):
     m = _model()
-    o = (lf.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-3) if opt == "sgd"
-         else lf.optim.Adam(m.parameters(), lr=1e-2))
+    o = (
+        lf.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-3)
+        if opt == "sgd"
+        else lf.optim.Adam(m.parameters(), lr=1e-2)
+    )
     st = Step(m, o)
     if mode in ("dp", "fsdp"):
         st.config.data_parallel(mesh, data_axis)
@@ -321,8 +325,11 @@ def shard_parameters_matches_single_device():
             for n in names:
                 assert o.state[params[k]][n].sharding == NamedSharding(mesh, specs[k]), (opt, k, n)
         osd = o.state_dict()
-        eager_o = (lf.optim.SGD(_model().parameters(), lr=0.05, momentum=0.9) if opt == "sgd"
-                   else lf.optim.Adam(_model().parameters(), lr=1e-2))
+        eager_o = (
+            lf.optim.SGD(_model().parameters(), lr=0.05, momentum=0.9)
+            if opt == "sgd"
+            else lf.optim.Adam(_model().parameters(), lr=1e-2)
+        )
         for p in eager_o.param_groups[0]["params"]:
             p.grad = lf.zeros_like(p)
         eager_o.step()

@@ -24,7 +24,7 @@ if scenario == "exit":
     time.sleep(300)
     sys.exit(0)
 
-import lazyflow as lf  # noqa: E402
+import lazyflow as lf
 
 lf.distributed.init_process_group()
 if scenario == "raise":
@@ -34,12 +34,15 @@ if scenario == "raise":
     print("rank 0 passed a barrier rank 1 never reached", flush=True)
     sys.exit(0)
 
-import numpy as np  # noqa: E402
-from jax.experimental import multihost_utils  # noqa: E402
+import numpy as np
+from jax.experimental import multihost_utils
 
 got = multihost_utils.process_allgather(np.array([rank * 10 + 1], np.int32), tiled=True)
-print(f"gathered {np.asarray(got).tolist()} world {lf.distributed.get_world_size()} rank "
-      f"{lf.distributed.get_rank()} node {os.environ['NODE_RANK']}", flush=True)
+print(
+    f"gathered {np.asarray(got).tolist()} world {lf.distributed.get_world_size()} rank "
+    f"{lf.distributed.get_rank()} node {os.environ['NODE_RANK']}",
+    flush=True,
+)
 objs = [{"from": rank}, "x"]
 lf.distributed.broadcast_object_list(objs, src=1)
 slots = [None, None]

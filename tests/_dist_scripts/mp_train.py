@@ -16,12 +16,12 @@ import lazyflow as lf
 
 lf.distributed.init_process_group()  # after `import lazyflow`, before any tensor
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from jax.experimental import multihost_utils  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import multihost_utils
 
-from lazyflow import nn  # noqa: E402
+from lazyflow import nn
 
 F = nn.functional
 D = lf.distributed
@@ -78,12 +78,16 @@ def train(opt, mode):
             xs, ys = x, y  # one device, the whole global batch
         else:
             h = B // WORLD
-            xs, ys = x[RANK * h:(RANK + 1) * h], y[RANK * h:(RANK + 1) * h]  # this rank's half only
+            xs, ys = x[RANK * h : (RANK + 1) * h], y[RANK * h : (RANK + 1) * h]  # this rank's half only
         losses.append(st(lf.tensor(xs), lf.tensor(ys)).item())
     sd = m.state_dict()
     info = {k: str(sd[k].sharding.spec) if hasattr(sd[k].sharding, "spec") else "single" for k in KEYS}
-    return {"losses": losses, "params": {k: full(sd[k]) for k in KEYS}, "specs": info,
-            "compiles": st.cache_info().compiles}
+    return {
+        "losses": losses,
+        "params": {k: full(sd[k]) for k in KEYS},
+        "specs": info,
+        "compiles": st.cache_info().compiles,
+    }
 
 
 def reference(opt):
@@ -107,7 +111,7 @@ def reference(opt):
             else:
                 m[k] = 0.9 * m[k] + 0.1 * g[k]
                 v2[k] = 0.999 * v2[k] + 0.001 * g[k] ** 2
-                p[k] = p[k] - (1e-2 / (1 - 0.9 ** t)) * m[k] / (jnp.sqrt(v2[k]) / np.sqrt(1 - 0.999 ** t) + 1e-8)
+                p[k] = p[k] - (1e-2 / (1 - 0.9**t)) * m[k] / (jnp.sqrt(v2[k]) / np.sqrt(1 - 0.999**t) + 1e-8)
     return {"losses": losses, "params": {k: np.asarray(v).tolist() for k, v in p.items()}}
 
 

@@ -39,13 +39,22 @@ def _check_mask(fn: str, mask, want: tuple, what: str) -> None:
     try:
         _F.broadcast_shapes(tuple(mask.shape), want)
     except (ShapeError, ValueError):
-        raise ShapeError(f"{fn}: {what} of shape {list(mask.shape)} cannot be broadcast to the attention "
-                         f"scores of shape {list(want)}") from None
+        raise ShapeError(
+            f"{fn}: {what} of shape {list(mask.shape)} cannot be broadcast to the attention "
+            f"scores of shape {list(want)}"
+        ) from None
 
 
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-                                 dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
-                                 enable_gqa: bool = False) -> Tensor:
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Tensor:
     """``softmax(query @ key^T * scale + mask) @ value``, torch's SDPA.
 
     Args:
@@ -70,46 +79,81 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         if not isinstance(t, Tensor):
             raise TypeError(f"{fn}: expected lazyflow Tensors, got {type(t).__name__}")
     if not (query.dtype is key.dtype is value.dtype) or not query.dtype.is_floating_point:
-        raise DTypeError(f"{fn}: expected query, key and value to have the same floating dtype, got "
-                         f"{query.dtype.name}, {key.dtype.name} and {value.dtype.name}")
-    if query.ndim < 2 or key.ndim != query.ndim or value.ndim != query.ndim or query.shape[-1] != key.shape[-1] \
-            or key.shape[-2] != value.shape[-2]:
-        raise ShapeError(f"{fn}: expected query (..., L, E), key (..., S, E) and value (..., S, Ev) of equal "
-                         f"rank, got {list(query.shape)}, {list(key.shape)} and {list(value.shape)}")
+        raise DTypeError(
+            f"{fn}: expected query, key and value to have the same floating dtype, got "
+            f"{query.dtype.name}, {key.dtype.name} and {value.dtype.name}"
+        )
+    if (
+        query.ndim < 2
+        or key.ndim != query.ndim
+        or value.ndim != query.ndim
+        or query.shape[-1] != key.shape[-1]
+        or key.shape[-2] != value.shape[-2]
+    ):
+        raise ShapeError(
+            f"{fn}: expected query (..., L, E), key (..., S, E) and value (..., S, Ev) of equal "
+            f"rank, got {list(query.shape)}, {list(key.shape)} and {list(value.shape)}"
+        )
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
         hq, hk = query.shape[-3], key.shape[-3]
         if hq % hk:
-            raise ShapeError(f"{fn}: enable_gqa needs the query heads ({hq}) to be a multiple of the key heads "
-                             f"({hk})")
+            raise ShapeError(f"{fn}: enable_gqa needs the query heads ({hq}) to be a multiple of the key heads ({hk})")
         key = _F.repeat_interleave(key, hq // hk, dim=-3)
         value = _F.repeat_interleave(value, hq // hk, dim=-3)
     try:
         batch = _F.broadcast_shapes(tuple(query.shape[:-2]), tuple(key.shape[:-2]), tuple(value.shape[:-2]))
     except (ShapeError, ValueError):
-        raise ShapeError(f"{fn}: the batch dims of query {list(query.shape)}, key {list(key.shape)} and value "
-                         f"{list(value.shape)} do not broadcast") from None
+        raise ShapeError(
+            f"{fn}: the batch dims of query {list(query.shape)}, key {list(key.shape)} and value "
+            f"{list(value.shape)} do not broadcast"
+        ) from None
     if is_causal and attn_mask is not None:
         raise ValueError(f"{fn}: explicit attn_mask should not be set when is_causal=True")
     _check_mask(fn, attn_mask, tuple(batch) + (query.shape[-2], key.shape[-2]), "attn_mask")
     p = builtins.float(dropout_p)
     if not 0.0 <= p < 1.0:
         raise ValueError(f"{fn}: dropout_p must be in [0, 1), got {dropout_p}")
-    statics = (p, builtins.bool(is_causal), None if scale is None else builtins.float(scale), None, False, True,
-               False, False)
+    statics = (
+        p,
+        builtins.bool(is_causal),
+        None if scale is None else builtins.float(scale),
+        None,
+        False,
+        True,
+        False,
+        False,
+    )
     return state.interp.apply(_ATTENTION, (query, key, value, attn_mask, None, *_rng(p)), statics)
 
 
-def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int,
-                                 num_heads: int, in_proj_weight: Tensor | None, in_proj_bias: Tensor | None,
-                                 bias_k: Tensor | None, bias_v: Tensor | None, add_zero_attn: bool,
-                                 dropout_p: float, out_proj_weight: Tensor, out_proj_bias: Tensor | None,
-                                 training: bool = True, key_padding_mask: Tensor | None = None,
-                                 need_weights: bool = True, attn_mask: Tensor | None = None,
-                                 use_separate_proj_weight: bool = False, q_proj_weight: Tensor | None = None,
-                                 k_proj_weight: Tensor | None = None, v_proj_weight: Tensor | None = None,
-                                 static_k: Tensor | None = None, static_v: Tensor | None = None,
-                                 average_attn_weights: bool = True, is_causal: bool = False,
-                                 batch_first: bool = False):
+def multi_head_attention_forward(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    embed_dim_to_check: int,
+    num_heads: int,
+    in_proj_weight: Tensor | None,
+    in_proj_bias: Tensor | None,
+    bias_k: Tensor | None,
+    bias_v: Tensor | None,
+    add_zero_attn: bool,
+    dropout_p: float,
+    out_proj_weight: Tensor,
+    out_proj_bias: Tensor | None,
+    training: bool = True,
+    key_padding_mask: Tensor | None = None,
+    need_weights: bool = True,
+    attn_mask: Tensor | None = None,
+    use_separate_proj_weight: bool = False,
+    q_proj_weight: Tensor | None = None,
+    k_proj_weight: Tensor | None = None,
+    v_proj_weight: Tensor | None = None,
+    static_k: Tensor | None = None,
+    static_v: Tensor | None = None,
+    average_attn_weights: bool = True,
+    is_causal: bool = False,
+    batch_first: bool = False,
+):
     """Multi-head attention, torch's ``F.multi_head_attention_forward`` (sequence-first layout).
 
     Args:
@@ -138,8 +182,10 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
     bdim = 0 if batch_first else 1
     batched = query.ndim == 3
     if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
-        raise ShapeError(f"{fn}: expected query, key and value all 3-D (batched) or all 2-D (unbatched), got "
-                         f"{list(query.shape)}, {list(key.shape)} and {list(value.shape)}")
+        raise ShapeError(
+            f"{fn}: expected query, key and value all 3-D (batched) or all 2-D (unbatched), got "
+            f"{list(query.shape)}, {list(key.shape)} and {list(value.shape)}"
+        )
     if not batched:
         query, key, value = (t.unsqueeze(bdim) for t in (query, key, value))
         if key_padding_mask is not None:
@@ -150,13 +196,17 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
     s = key.shape[1 - bdim]
     h = builtins.int(num_heads)
     if e != embed_dim_to_check:
-        raise ShapeError(f"{fn}: was expecting embedding dimension of {embed_dim_to_check}, but got query of "
-                         f"shape {list(query.shape)}")
+        raise ShapeError(
+            f"{fn}: was expecting embedding dimension of {embed_dim_to_check}, but got query of "
+            f"shape {list(query.shape)}"
+        )
     if h < 1 or e % h:
         raise ValueError(f"{fn}: embed_dim {e} not divisible by num_heads {h}")
     if key.shape[:2] != value.shape[:2] or key.shape[bdim] != n:
-        raise ShapeError(f"{fn}: key of shape {list(key.shape)} and value of shape {list(value.shape)} must "
-                         f"share their sequence and batch dims with the query of shape {list(query.shape)}")
+        raise ShapeError(
+            f"{fn}: key of shape {list(key.shape)} and value of shape {list(value.shape)} must "
+            f"share their sequence and batch dims with the query of shape {list(query.shape)}"
+        )
     if is_causal and attn_mask is None:
         raise RuntimeError(f"{fn}: need attn_mask if specifying the is_causal hint")
     if is_causal and key_padding_mask is None and not need_weights:
@@ -166,8 +216,10 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
     # ---- projections
     if not use_separate_proj_weight:
         if in_proj_weight is None or tuple(in_proj_weight.shape) != (3 * e, e):
-            raise ShapeError(f"{fn}: expected in_proj_weight of shape [{3 * e}, {e}], got "
-                             f"{None if in_proj_weight is None else list(in_proj_weight.shape)}")
+            raise ShapeError(
+                f"{fn}: expected in_proj_weight of shape [{3 * e}, {e}], got "
+                f"{None if in_proj_weight is None else list(in_proj_weight.shape)}"
+            )
         if key is query and value is query:
             q, k, v = _F.chunk(_linear2d(query, in_proj_weight, in_proj_bias), 3, dim=-1)
         else:
@@ -176,11 +228,15 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
             q, k, v = (_linear2d(x, w, b) for x, w, b in zip((query, key, value), ws, bs))
     else:
         checked: list[Tensor] = []
-        for name, w, d in (("q_proj_weight", q_proj_weight, e), ("k_proj_weight", k_proj_weight, key.shape[-1]),
-                           ("v_proj_weight", v_proj_weight, value.shape[-1])):
+        for name, w, d in (
+            ("q_proj_weight", q_proj_weight, e),
+            ("k_proj_weight", k_proj_weight, key.shape[-1]),
+            ("v_proj_weight", v_proj_weight, value.shape[-1]),
+        ):
             if w is None or tuple(w.shape) != (e, d):
-                raise ShapeError(f"{fn}: expected {name} of shape [{e}, {d}], got "
-                                 f"{None if w is None else list(w.shape)}")
+                raise ShapeError(
+                    f"{fn}: expected {name} of shape [{e}, {d}], got {None if w is None else list(w.shape)}"
+                )
             checked.append(w)
         bs = (None,) * 3 if in_proj_bias is None else _F.chunk(in_proj_bias, 3)
         q = _linear2d(query, checked[0], bs[0])
@@ -190,20 +246,21 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
     if attn_mask is not None:
         if attn_mask.ndim == 2:
             if tuple(attn_mask.shape) != (lq, s):
-                raise ShapeError(f"{fn}: the shape of the 2D attn_mask is {list(attn_mask.shape)}, but should "
-                                 f"be {[lq, s]}")
+                raise ShapeError(
+                    f"{fn}: the shape of the 2D attn_mask is {list(attn_mask.shape)}, but should be {[lq, s]}"
+                )
         elif attn_mask.ndim == 3:
             if tuple(attn_mask.shape) != (n * h, lq, s):
-                raise ShapeError(f"{fn}: the shape of the 3D attn_mask is {list(attn_mask.shape)}, but should "
-                                 f"be {[n * h, lq, s]}")
+                raise ShapeError(
+                    f"{fn}: the shape of the 3D attn_mask is {list(attn_mask.shape)}, but should be {[n * h, lq, s]}"
+                )
             attn_mask = attn_mask.reshape(n, h, lq, s)
         else:
             raise ShapeError(f"{fn}: attn_mask's dimension {attn_mask.ndim} is not supported (2-D or 3-D)")
         _check_mask(fn, attn_mask, (n, h, lq, s), "attn_mask")
     if key_padding_mask is not None:
         if tuple(key_padding_mask.shape) != (n, s):
-            raise ShapeError(f"{fn}: expected key_padding_mask of shape {[n, s]}, got "
-                             f"{list(key_padding_mask.shape)}")
+            raise ShapeError(f"{fn}: expected key_padding_mask of shape {[n, s]}, got {list(key_padding_mask.shape)}")
         _check_mask(fn, key_padding_mask, (n, s), "key_padding_mask")
     # ---- extra key/value steps
     if bias_k is not None and bias_v is not None:
@@ -230,8 +287,16 @@ def multi_head_attention_forward(query: Tensor, key: Tensor, value: Tensor, embe
         v = _F.cat([v, _zeros_like_shape(v, zshape)], dim=1 - bdim)
         attn_mask, key_padding_mask = _pad_masks(attn_mask, key_padding_mask)
     p = builtins.float(dropout_p) if training else 0.0
-    statics = (p, causal, None, h, not batch_first, False, builtins.bool(need_weights),
-               builtins.bool(average_attn_weights))
+    statics = (
+        p,
+        causal,
+        None,
+        h,
+        not batch_first,
+        False,
+        builtins.bool(need_weights),
+        builtins.bool(average_attn_weights),
+    )
     res = state.interp.apply(_ATTENTION, (q, k, v, attn_mask, key_padding_mask, *_rng(p)), statics)
     out, weights = res if need_weights else (res, None)
     out = _linear2d(out, out_proj_weight, out_proj_bias)

@@ -13,15 +13,25 @@ from ..._tensor import Tensor, _concrete, _Tracer
 from ...autograd import no_grad
 from ...ops.table import REGISTRY as R
 
-__all__ = ["linear", "bilinear", "dropout", "dropout1d", "dropout2d", "dropout3d", "embedding", "one_hot",
-           "pad", "normalize"]
+__all__ = [
+    "linear",
+    "bilinear",
+    "dropout",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
+    "embedding",
+    "one_hot",
+    "pad",
+    "normalize",
+]
 
 _LINEAR = R["linear"]
 _DROPOUT = R["dropout"]
 _EMBEDDING = R["embedding"]
 
 
-def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:  # noqa: A002
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias``.
 
     Args:
@@ -34,11 +44,15 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         ShapeError: the shapes do not fit.
     """
     if weight.ndim != 2 or input.ndim == 0 or input.shape[-1] != weight.shape[1]:
-        raise ShapeError(f"linear: expected input of shape (*, {weight.shape[-1]}) for weight of shape "
-                         f"{list(weight.shape)}, got input of shape {list(input.shape)}")
+        raise ShapeError(
+            f"linear: expected input of shape (*, {weight.shape[-1]}) for weight of shape "
+            f"{list(weight.shape)}, got input of shape {list(input.shape)}"
+        )
     if bias is not None and tuple(bias.shape) not in ((weight.shape[0],), ()):
-        raise ShapeError(f"linear: bias of shape {list(bias.shape)} does not match weight of shape "
-                         f"{list(weight.shape)} (expected [{weight.shape[0]}])")
+        raise ShapeError(
+            f"linear: bias of shape {list(bias.shape)} does not match weight of shape "
+            f"{list(weight.shape)} (expected [{weight.shape[0]}])"
+        )
     return state.interp.apply(_LINEAR, (input, weight, bias), ())
 
 
@@ -48,11 +62,17 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     Raises:
         ShapeError: the shapes do not fit.
     """
-    if weight.ndim != 3 or input1.shape[:-1] != input2.shape[:-1] or input1.ndim == 0 or (
-            input1.shape[-1], input2.shape[-1]) != tuple(weight.shape[1:]):
-        raise ShapeError(f"bilinear: expected inputs of shapes (*, {weight.shape[1]}) and (*, {weight.shape[2]}) "
-                         f"with equal leading dims for weight of shape {list(weight.shape)}, got "
-                         f"{list(input1.shape)} and {list(input2.shape)}")
+    if (
+        weight.ndim != 3
+        or input1.shape[:-1] != input2.shape[:-1]
+        or input1.ndim == 0
+        or (input1.shape[-1], input2.shape[-1]) != tuple(weight.shape[1:])
+    ):
+        raise ShapeError(
+            f"bilinear: expected inputs of shapes (*, {weight.shape[1]}) and (*, {weight.shape[2]}) "
+            f"with equal leading dims for weight of shape {list(weight.shape)}, got "
+            f"{list(input1.shape)} and {list(input2.shape)}"
+        )
     y = _F.einsum("...i,oij,...j->...o", input1, weight, input2)
     return y if bias is None else y + bias
 
@@ -64,7 +84,7 @@ def _check_p(p: float) -> float:
     return p
 
 
-def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)`` (when training).
 
     Draws from the default Generator (``lf.manual_seed`` makes it reproducible), as one kernel.
@@ -82,11 +102,12 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     return input.copy_(out) if inplace else out
 
 
-def _feature_dropout(input, p, training, inplace, batched_ndim, name):  # noqa: A002
+def _feature_dropout(input, p, training, inplace, batched_ndim, name):
     p = _check_p(p)
     if input.ndim not in (batched_ndim, batched_ndim - 1):
-        raise ShapeError(f"{name}: expected {batched_ndim - 1}D or {batched_ndim}D input, got shape "
-                         f"{list(input.shape)}")
+        raise ShapeError(
+            f"{name}: expected {batched_ndim - 1}D or {batched_ndim}D input, got shape {list(input.shape)}"
+        )
     if not training or p == 0.0:
         return input
     feature_dims = 2 if input.ndim == batched_ndim else 1
@@ -100,24 +121,30 @@ def _feature_dropout(input, p, training, inplace, batched_ndim, name):  # noqa: 
     return input.copy_(out) if inplace else out
 
 
-def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of ``(N, C, L)`` / ``(C, L)`` input with probability ``p``."""
     return _feature_dropout(input, p, training, inplace, 3, "dropout1d")
 
 
-def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of ``(N, C, H, W)`` / ``(C, H, W)`` input with probability ``p``."""
     return _feature_dropout(input, p, training, inplace, 4, "dropout2d")
 
 
-def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:  # noqa: A002
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of ``(N, C, D, H, W)`` / ``(C, D, H, W)`` input with probability ``p``."""
     return _feature_dropout(input, p, training, inplace, 5, "dropout3d")
 
 
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # noqa: A002
-              max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
-              sparse: bool = False) -> Tensor:
+def embedding(
+    input: Tensor,
+    weight: Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Tensor:
     """Rows of ``weight`` selected by the integer tensor ``input``: output ``(*input.shape, dim)``.
 
     Args:
@@ -135,12 +162,13 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # 
         ShapeError: ``weight`` is not 2-D.
     """
     if not isinstance(input, Tensor):
-        input = as_tensor(input)  # noqa: A001
+        input = as_tensor(input)
     if input.dtype.is_floating_point or input.dtype is D.bool_:
         raise DTypeError(f"embedding: expected an integer index tensor (int32/int64), got {input.dtype}")
     if weight.ndim != 2:
-        raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape "
-                         f"{list(weight.shape)}")
+        raise ShapeError(
+            f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape {list(weight.shape)}"
+        )
     n = weight.shape[0]
     if padding_idx is not None:
         if not -n <= padding_idx < n:
@@ -149,8 +177,9 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,  # 
     _check_indices(input, n, "embedding")
     if max_norm is not None:
         with no_grad():
-            state.interp.apply_inplace(R["embedding_renorm"], weight, (weight, input, float(max_norm)),
-                                       (float(norm_type),))
+            state.interp.apply_inplace(
+                R["embedding_renorm"], weight, (weight, input, float(max_norm)), (float(norm_type),)
+            )
     return state.interp.apply(_EMBEDDING, (weight, input), (padding_idx, bool(scale_grad_by_freq)))
 
 
@@ -181,12 +210,12 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     return _F.one_hot(input, num_classes)
 
 
-def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:  # noqa: A002
+def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
     """Pad with (left, right) pairs from the last dimension backwards: constant/reflect/replicate/circular."""
     return _F.pad(input, pad, mode, value)
 
 
-def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:  # noqa: A002
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """``input / max(||input||_p along dim, eps)``."""
     if out is not None:
         raise TypeError("normalize: the out= argument is not supported")

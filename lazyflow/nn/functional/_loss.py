@@ -14,8 +14,18 @@ from ..._tensor import Tensor
 from ...ops.table import REGISTRY as R
 from ._linear import _check_indices
 
-__all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
-           "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "soft_margin_loss"]
+__all__ = [
+    "cross_entropy",
+    "nll_loss",
+    "mse_loss",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "kl_div",
+    "soft_margin_loss",
+]
 
 _NLL = R["nll_loss"]
 _REDUCTIONS = ("none", "mean", "sum")
@@ -40,23 +50,33 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
     return loss
 
 
-def _check_class_target(input: Tensor, target: Tensor, what: str) -> None:  # noqa: A002
+def _check_class_target(input: Tensor, target: Tensor, what: str) -> None:
     if input.ndim == 0:
         raise ShapeError(f"{what}: input must have a class dimension, got a 0-d tensor")
     expected = () if input.ndim == 1 else (input.shape[0],) + tuple(input.shape[2:])
     if tuple(target.shape) != expected:
-        raise ShapeError(f"{what}: expected target of shape {list(expected)} (class indices) for input of "
-                         f"shape {list(input.shape)}, got target of shape {list(target.shape)}")
+        raise ShapeError(
+            f"{what}: expected target of shape {list(expected)} (class indices) for input of "
+            f"shape {list(input.shape)}, got target of shape {list(target.shape)}"
+        )
 
 
 def _check_weight(weight, n_classes, what):
     if weight is not None and tuple(weight.shape) != (n_classes,):
-        raise ShapeError(f"{what}: weight should be a 1-D tensor of size {n_classes} (one per class), got "
-                         f"shape {list(weight.shape)}")
+        raise ShapeError(
+            f"{what}: weight should be a 1-D tensor of size {n_classes} (one per class), got shape {list(weight.shape)}"
+        )
 
 
-def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,  # noqa: A002
-             ignore_index: int = -100, reduce=None, reduction: str = "mean") -> Tensor:
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+) -> Tensor:
     """Negative log-likelihood of class indices given log-probabilities.
 
     Args:
@@ -81,9 +101,16 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     return state.interp.apply(_NLL, (input, target, weight), (int(ignore_index), reduction))
 
 
-def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None,  # noqa: A002
-                  ignore_index: int = -100, reduce=None, reduction: str = "mean",
-                  label_smoothing: float = 0.0) -> Tensor:
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    ignore_index: int = -100,
+    reduce=None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
     """Cross entropy between logits and class indices or class probabilities (torch's semantics).
 
     Args:
@@ -113,8 +140,10 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     wshape[cdim] = n_classes
     if target.dtype.is_floating_point:
         if tuple(target.shape) != tuple(input.shape):
-            raise ShapeError(f"cross_entropy: probability targets must have the input's shape "
-                             f"{list(input.shape)}, got {list(target.shape)}")
+            raise ShapeError(
+                f"cross_entropy: probability targets must have the input's shape "
+                f"{list(input.shape)}, got {list(target.shape)}"
+            )
         if label_smoothing > 0.0:
             target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
         prod = logp * target
@@ -144,11 +173,13 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
 
 
-def _check_same(input, target, what):  # noqa: A002
+def _check_same(input, target, what):
     target = as_tensor(target)
     if tuple(target.shape) != tuple(input.shape):
-        raise ShapeError(f"{what}: using a target size ({list(target.shape)}) that is different to the input "
-                         f"size ({list(input.shape)}); they must match")
+        raise ShapeError(
+            f"{what}: using a target size ({list(target.shape)}) that is different to the input "
+            f"size ({list(input.shape)}); they must match"
+        )
     return target
 
 
@@ -156,8 +187,9 @@ def _weighted(loss, weight):
     return loss if weight is None else loss * weight
 
 
-def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,  # noqa: A002
-             reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+def mse_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", weight: Tensor | None = None
+) -> Tensor:
     """Mean squared error ``(input - target)**2`` (optionally weighted), reduced.
 
     Raises:
@@ -168,8 +200,9 @@ def mse_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,  # n
     return _reduce(_weighted((input - target) ** 2, weight), reduction)
 
 
-def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,  # noqa: A002
-            reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+def l1_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", weight: Tensor | None = None
+) -> Tensor:
     """Mean absolute error ``|input - target|`` (optionally weighted), reduced.
 
     Raises:
@@ -180,8 +213,9 @@ def l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,  # no
     return _reduce(_weighted(_F.abs(input - target), weight), reduction)
 
 
-def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,  # noqa: A002
-                   reduction: str = "mean", beta: float = 1.0) -> Tensor:
+def smooth_l1_loss(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0
+) -> Tensor:
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = input - target``).
 
     Raises:
@@ -199,8 +233,9 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     return _reduce(loss, reduction)
 
 
-def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,  # noqa: A002
-               weight: Tensor | None = None) -> Tensor:
+def huber_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0, weight: Tensor | None = None
+) -> Tensor:
     """``0.5 d**2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``.
 
     Raises:
@@ -216,8 +251,9 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return _reduce(_weighted(loss, weight), reduction)
 
 
-def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
-                         size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
+def binary_cross_entropy(
+    input: Tensor, target: Tensor, weight: Tensor | None = None, size_average=None, reduce=None, reduction: str = "mean"
+) -> Tensor:
     """``-(t log p + (1 - t) log(1 - p))`` on probabilities, each log clamped at -100 like torch.
 
     Raises:
@@ -231,9 +267,15 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     return _reduce(_weighted(loss, weight), reduction)
 
 
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
-                                     size_average=None, reduce=None, reduction: str = "mean",
-                                     pos_weight: Tensor | None = None) -> Tensor:
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average=None,
+    reduce=None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
     """Sigmoid + binary cross entropy in one numerically stable expression.
 
     Args:
@@ -252,8 +294,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     return _reduce(_weighted(loss, weight), reduction)
 
 
-def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,  # noqa: A002
-           reduction: str = "mean", log_target: bool = False) -> Tensor:
+def kl_div(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False
+) -> Tensor:
     """Kullback-Leibler divergence ``target * (log target - input)`` with ``input`` in log space.
 
     ``reduction="batchmean"`` divides the sum by the batch size (the mathematically correct KL).
@@ -274,8 +317,7 @@ def kl_div(input: Tensor, target: Tensor, size_average=None, reduce=None,  # noq
     return out
 
 
-def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None,  # noqa: A002
-                     reduction: str = "mean") -> Tensor:
+def soft_margin_loss(input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean") -> Tensor:
     """``log(1 + exp(-target * input))`` for targets in {-1, 1}."""
     reduction = _reduction(size_average, reduce, reduction)
     target = _check_same(input, target, "soft_margin_loss")

@@ -38,9 +38,16 @@ def _check_vec(fn: str, name: str, t, shape: tuple) -> None:
         raise ShapeError(f"{fn}: expected {name} of shape {list(shape)}, got {list(t.shape)}")
 
 
-def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,  # noqa: A002
-               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
-               momentum: float | Tensor = 0.1, eps: float = 1e-5) -> Tensor:
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float | Tensor = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
     """Batch normalization over every dim but the channel dim 1.
 
     Args:
@@ -62,43 +69,50 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     if input.ndim < 2:
         raise ShapeError(f"batch_norm: expected an input of shape (N, C, *), got {list(input.shape)}")
     c = input.shape[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
-                    ("bias", bias)):
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
         _check_vec("batch_norm", name, t, (c,))
     eps = builtins.float(eps)
     if training:
         if input.numel() // c <= 1:
-            raise ShapeError(f"batch_norm: expected more than 1 value per channel when training, got input "
-                             f"of shape {list(input.shape)}")
+            raise ShapeError(
+                f"batch_norm: expected more than 1 value per channel when training, got input "
+                f"of shape {list(input.shape)}"
+            )
         if running_mean is None or running_var is None:
             return state.interp.apply(_BATCH_NORM, (input, weight, bias, None, None, 0.0), (True, eps, False))
         m = momentum if isinstance(momentum, Tensor) else builtins.float(momentum)
-        y, new_mean, new_var = state.interp.apply(_BATCH_NORM, (input, weight, bias, running_mean, running_var,
-                                                                m), (True, eps, True))
+        y, new_mean, new_var = state.interp.apply(
+            _BATCH_NORM, (input, weight, bias, running_mean, running_var, m), (True, eps, True)
+        )
         with no_grad():
             running_mean.copy_(new_mean)
             running_var.copy_(new_var)
         return y
     if running_mean is None or running_var is None:
-        raise ValueError("batch_norm: running_mean and running_var must be given in evaluation mode "
-                         "(training=False)")
-    return state.interp.apply(_BATCH_NORM, (input, weight, bias, running_mean, running_var, 0.0),
-                              (False, eps, False))
+        raise ValueError("batch_norm: running_mean and running_var must be given in evaluation mode (training=False)")
+    return state.interp.apply(_BATCH_NORM, (input, weight, bias, running_mean, running_var, 0.0), (False, eps, False))
 
 
-def _norm_shape(fn: str, input: Tensor, normalized_shape) -> tuple[int, ...]:  # noqa: A002
+def _norm_shape(fn: str, input: Tensor, normalized_shape) -> tuple[int, ...]:
     if isinstance(normalized_shape, (builtins.int, np.integer)):
         ns = (builtins.int(normalized_shape),)
     else:
         ns = tuple(builtins.int(i) for i in normalized_shape)
-    if len(ns) == 0 or input.ndim < len(ns) or tuple(input.shape[input.ndim - len(ns):]) != ns:
-        raise ShapeError(f"{fn}: given normalized_shape={list(ns)}, expected input with shape [*, "
-                         f"{', '.join(map(str, ns))}], but got input of size {list(input.shape)}")
+    if len(ns) == 0 or input.ndim < len(ns) or tuple(input.shape[input.ndim - len(ns) :]) != ns:
+        raise ShapeError(
+            f"{fn}: given normalized_shape={list(ns)}, expected input with shape [*, "
+            f"{', '.join(map(str, ns))}], but got input of size {list(input.shape)}"
+        )
     return ns
 
 
-def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,  # noqa: A002
-               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+def layer_norm(
+    input: Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
     """Layer normalization over the trailing ``normalized_shape`` dims (biased variance).
 
     Args:
@@ -118,8 +132,9 @@ def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Ten
     return state.interp.apply(_LAYER_NORM, (input, weight, bias), (len(ns), builtins.float(eps)))
 
 
-def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # noqa: A002
-               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+def group_norm(
+    input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
     """Group normalization: per sample, normalise each group of ``C / num_groups`` channels.
 
     Args:
@@ -138,15 +153,18 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,  # 
     num_groups = builtins.int(num_groups)
     c = input.shape[1]
     if num_groups < 1 or c % num_groups:
-        raise ShapeError(f"group_norm: expected the number of channels {c} (input of shape "
-                         f"{list(input.shape)}) to be divisible by num_groups={num_groups}")
+        raise ShapeError(
+            f"group_norm: expected the number of channels {c} (input of shape "
+            f"{list(input.shape)}) to be divisible by num_groups={num_groups}"
+        )
     _check_vec("group_norm", "weight", weight, (c,))
     _check_vec("group_norm", "bias", bias, (c,))
     return state.interp.apply(_GROUP_NORM, (input, weight, bias), (num_groups, builtins.float(eps)))
 
 
-def rms_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,  # noqa: A002
-             eps: float | None = None) -> Tensor:
+def rms_norm(
+    input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None, eps: float | None = None
+) -> Tensor:
     """Root-mean-square normalization ``x / sqrt(mean(x**2) + eps) * weight`` over the trailing dims.
 
     Args:

@@ -25,5 +25,8 @@ from .pooling import *
 from .sparse import *
 from .transformer import *
 
-__all__ = [n for m in (container, linear, activation, loss, dropout, sparse, flatten, conv, pooling,
-                       normalization, transformer) for n in m.__all__]
+__all__ = [
+    n
+    for m in (container, linear, activation, loss, dropout, sparse, flatten, conv, pooling, normalization, transformer)
+    for n in m.__all__
+]

@@ -6,9 +6,31 @@ from ..._tensor import Tensor
 from .. import functional as F
 from ..module import Module
 
-__all__ = ["ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Tanh", "Sigmoid",
-           "Hardtanh", "Hardsigmoid", "Hardswish", "Softplus", "Softsign", "LogSigmoid", "Tanhshrink",
-           "Threshold", "GLU", "Softmax", "LogSoftmax", "Softmin"]
+__all__ = [
+    "ReLU",
+    "ReLU6",
+    "LeakyReLU",
+    "ELU",
+    "SELU",
+    "CELU",
+    "GELU",
+    "SiLU",
+    "Mish",
+    "Tanh",
+    "Sigmoid",
+    "Hardtanh",
+    "Hardsigmoid",
+    "Hardswish",
+    "Softplus",
+    "Softsign",
+    "LogSigmoid",
+    "Tanhshrink",
+    "Threshold",
+    "GLU",
+    "Softmax",
+    "LogSoftmax",
+    "Softmin",
+]
 
 
 class _Inplace(Module):
@@ -27,42 +49,42 @@ class ReLU(_Inplace):
         inplace: overwrite the input.
     """
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.relu(input, inplace=self.inplace)
 
 
 class ReLU6(_Inplace):
     """``min(max(x, 0), 6)``."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.relu6(input, self.inplace)
 
 
 class SELU(_Inplace):
     """Scaled ELU with the self-normalising constants."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.selu(input, self.inplace)
 
 
 class SiLU(_Inplace):
     """``x * sigmoid(x)`` (swish)."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.silu(input, inplace=self.inplace)
 
 
 class Mish(_Inplace):
     """``x * tanh(softplus(x))``."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.mish(input, inplace=self.inplace)
 
 
 class Hardsigmoid(_Inplace):
     """``relu6(x + 3) / 6``."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.hardsigmoid(input, self.inplace)
 
     def extra_repr(self) -> str:
@@ -72,7 +94,7 @@ class Hardsigmoid(_Inplace):
 class Hardswish(_Inplace):
     """``x * relu6(x + 3) / 6``."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.hardswish(input, self.inplace)
 
     def extra_repr(self) -> str:
@@ -87,7 +109,7 @@ class LeakyReLU(Module):
         self.negative_slope = negative_slope
         self.inplace = inplace
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
@@ -102,7 +124,7 @@ class ELU(Module):
         self.alpha = alpha
         self.inplace = inplace
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
@@ -112,7 +134,7 @@ class ELU(Module):
 class CELU(ELU):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.celu(input, self.alpha, self.inplace)
 
 
@@ -127,7 +149,7 @@ class GELU(Module):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.gelu(input, approximate=self.approximate)
 
     def extra_repr(self) -> str:
@@ -137,35 +159,35 @@ class GELU(Module):
 class Tanh(Module):
     """Hyperbolic tangent."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.tanh(input)
 
 
 class Sigmoid(Module):
     """``1 / (1 + exp(-x))``."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.sigmoid(input)
 
 
 class Softsign(Module):
     """``x / (1 + |x|)``."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.softsign(input)
 
 
 class LogSigmoid(Module):
     """``log(sigmoid(x))``."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.logsigmoid(input)
 
 
 class Tanhshrink(Module):
     """``x - tanh(x)``."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.tanhshrink(input)
 
 
@@ -184,7 +206,7 @@ class Hardtanh(Module):
         self.max_val = max_val
         self.inplace = inplace
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self) -> str:
@@ -199,7 +221,7 @@ class Softplus(Module):
         self.beta = beta
         self.threshold = threshold
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.softplus(input, self.beta, self.threshold)
 
     def extra_repr(self) -> str:
@@ -215,7 +237,7 @@ class Threshold(Module):
         self.value = value
         self.inplace = inplace
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.threshold(input, self.threshold, self.value, self.inplace)
 
     def extra_repr(self) -> str:
@@ -229,7 +251,7 @@ class GLU(Module):
         super().__init__()
         self.dim = dim
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.glu(input, self.dim)
 
     def extra_repr(self) -> str:
@@ -248,19 +270,19 @@ class _SoftmaxBase(Module):
 class Softmax(_SoftmaxBase):
     """Softmax along ``dim``."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.softmax(input, self.dim)
 
 
 class LogSoftmax(_SoftmaxBase):
     """Log-softmax along ``dim``."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.log_softmax(input, self.dim)
 
 
 class Softmin(_SoftmaxBase):
     """Softmax of ``-x`` along ``dim``."""
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return F.softmin(input, self.dim)

@@ -23,12 +23,12 @@ def _index(idx: int, size: int, what: str) -> int:
     return idx + size if idx < 0 else idx
 
 
-
 def _renumber(container: Module, items: list) -> None:
     """Store ``items`` as children "0", "1", ... (torch keeps indices contiguous after deletes and inserts)."""
     container._modules.clear()
     for i, m in enumerate(items):
         container._modules[str(i)] = m
+
 
 class Sequential(Module):
     """Modules applied one after another: ``Sequential(a, b, c)(x) == c(b(a(x)))``.
@@ -81,8 +81,9 @@ class Sequential(Module):
 
     def __add__(self, other: Sequential) -> Sequential:
         if not isinstance(other, Sequential):
-            raise ValueError(f"add operator supports only objects of Sequential class, but "
-                             f"{type(other).__name__} is given.")
+            raise ValueError(
+                f"add operator supports only objects of Sequential class, but {type(other).__name__} is given."
+            )
         ret = Sequential()
         for layer in self:
             ret.append(layer)
@@ -121,9 +122,9 @@ class Sequential(Module):
         del self[key]
         return v
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         for module in self._modules.values():
-            input = module(input)  # noqa: A001
+            input = module(input)
         return input
 
 
@@ -192,8 +193,7 @@ class ModuleList(Module):
     def extend(self, modules: Iterable[Module]) -> ModuleList:
         """Add every module of ``modules`` at the end."""
         if isinstance(modules, (Tensor, str, Module)) and not isinstance(modules, (ModuleList, Sequential)):
-            raise TypeError(f"ModuleList.extend should be called with an iterable, but got "
-                            f"{type(modules).__name__}")
+            raise TypeError(f"ModuleList.extend should be called with an iterable, but got {type(modules).__name__}")
         offset = len(self)
         for i, module in enumerate(modules):
             self.add_module(str(offset + i), module)
@@ -289,12 +289,13 @@ class ModuleDict(Module):
                 self[key] = module  # pyright: ignore[reportArgumentType]
             return
         if not isinstance(modules, Iterable):
-            raise TypeError("ModuleDict.update should be called with an iterable of key/value pairs, but got "
-                            + type(modules).__name__)
+            raise TypeError(
+                "ModuleDict.update should be called with an iterable of key/value pairs, but got "
+                + type(modules).__name__
+            )
         for j, m in enumerate(modules):
             if not isinstance(m, Iterable) or isinstance(m, (str, Module)):
-                raise TypeError(f"ModuleDict update sequence element #{j} should be Iterable; is "
-                                + type(m).__name__)
+                raise TypeError(f"ModuleDict update sequence element #{j} should be Iterable; is " + type(m).__name__)
             pair: tuple[Any, ...] = tuple(m)  # add_module checks the name and the module
             if len(pair) != 2:
                 raise ValueError(f"ModuleDict update sequence element #{j} has length {len(pair)}; 2 is required")
@@ -347,8 +348,7 @@ class ParameterList(Module):
     def extend(self, values: Iterable[Any]) -> ParameterList:
         """Append every value of ``values``."""
         if not isinstance(values, Iterable) or isinstance(values, Tensor):
-            raise TypeError("ParameterList.extend should be called with an iterable, but got "
-                            + type(values).__name__)
+            raise TypeError("ParameterList.extend should be called with an iterable, but got " + type(values).__name__)
         for value in values:
             self.append(value)
         return self
@@ -435,8 +435,7 @@ class ParameterDict(Module):
         for j, kv in enumerate(items):
             kv = tuple(kv)
             if len(kv) != 2:
-                raise ValueError(f"ParameterDict update sequence element #{j} has length {len(kv)}; 2 is "
-                                 "required")
+                raise ValueError(f"ParameterDict update sequence element #{j} has length {len(kv)}; 2 is required")
             self[kv[0]] = kv[1]
 
     def extra_repr(self) -> str:

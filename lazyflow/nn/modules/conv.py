@@ -20,8 +20,10 @@ _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 def layer_shape_error(layer: Module, expected: str, got: Tensor) -> ShapeError:
     """A ShapeError naming the layer (with its arguments), the expected and the received shape."""
-    return ShapeError(f"{layer._get_name()}({layer.extra_repr()}): expected input of shape {expected}, got "
-                      f"input of shape {list(got.shape)}")
+    return ShapeError(
+        f"{layer._get_name()}({layer.extra_repr()}): expected input of shape {expected}, got "
+        f"input of shape {list(got.shape)}"
+    )
 
 
 def _tuple(v, n: int, what: str) -> tuple[int, ...]:
@@ -39,9 +41,22 @@ class _ConvNd(Module):
     _nd = 2
     _transposed = False
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride, padding, dilation,
-                 transposed: bool, output_padding, groups: int, bias: bool, padding_mode: str, device=None,
-                 dtype=None) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        transposed: bool,
+        output_padding,
+        groups: int,
+        bias: bool,
+        padding_mode: str,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         nd = self._nd
         if groups <= 0:
@@ -110,11 +125,14 @@ class _ConvNd(Module):
             s += ", padding_mode={padding_mode}"
         return s.format(**self.__dict__)
 
-    def _check_input(self, input: Tensor) -> None:  # noqa: A002
+    def _check_input(self, input: Tensor) -> None:
         nd = self._nd
         sp = {1: "L", 2: "H, W", 3: "D, H, W"}[nd]
-        if not isinstance(input, Tensor) or input.ndim not in (nd + 1, nd + 2) or \
-                input.shape[-nd - 1] != self.in_channels:
+        if (
+            not isinstance(input, Tensor)
+            or input.ndim not in (nd + 1, nd + 2)
+            or input.shape[-nd - 1] != self.in_channels
+        ):
             if not isinstance(input, Tensor):
                 raise TypeError(f"{self._get_name()}: expected a lazyflow Tensor, got {type(input).__name__}")
             raise layer_shape_error(self, f"(N, {self.in_channels}, {sp}) or ({self.in_channels}, {sp})", input)
@@ -128,20 +146,43 @@ class _ConvNd(Module):
 class _Conv(_ConvNd):
     _fn = staticmethod(F.conv2d)
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | Sequence[int],
-                 stride: int | Sequence[int] = 1, padding: str | int | Sequence[int] = 0,
-                 dilation: int | Sequence[int] = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", device=None, dtype=None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, False, 0, groups, bias,
-                         padding_mode, device, dtype)
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        padding: str | int | Sequence[int] = 0,
+        dilation: int | Sequence[int] = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            False,
+            0,
+            groups,
+            bias,
+            padding_mode,
+            device,
+            dtype,
+        )
 
-    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # noqa: A002
+    def _conv_forward(self, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         if self.padding_mode != "zeros":
             x = _F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             return self._fn(x, weight, bias, self.stride, 0, self.dilation, self.groups)
         return self._fn(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         self._check_input(input)
         return self._conv_forward(input, self.weight, self.bias)
 
@@ -201,18 +242,42 @@ class Conv3d(_Conv):
 class _ConvTransposeNd(_ConvNd):
     _fn = staticmethod(F.conv_transpose2d)
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | Sequence[int],
-                 stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
-                 output_padding: int | Sequence[int] = 0, groups: int = 1, bias: bool = True,
-                 dilation: int | Sequence[int] = 1, padding_mode: str = "zeros", device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        output_padding: int | Sequence[int] = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: int | Sequence[int] = 1,
+        padding_mode: str = "zeros",
+        device=None,
+        dtype=None,
+    ) -> None:
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         if isinstance(padding, str):
             raise ValueError(f"{type(self).__name__} does not support string padding {padding!r}")
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, True, output_padding,
-                         groups, bias, padding_mode, device, dtype)
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            True,
+            output_padding,
+            groups,
+            bias,
+            padding_mode,
+            device,
+            dtype,
+        )
 
-    def _output_padding(self, input: Tensor, output_size) -> tuple[int, ...]:  # noqa: A002
+    def _output_padding(self, input: Tensor, output_size) -> tuple[int, ...]:
         if output_size is None:
             return self.output_padding
         nd = self._nd
@@ -224,17 +289,18 @@ class _ConvTransposeNd(_ConvNd):
         res = []
         for d in range(nd):
             in_size = input.shape[input.ndim - nd + d]
-            lo = ((in_size - 1) * self.stride[d] - 2 * self.padding[d] + self.dilation[d] *
-                  (self.kernel_size[d] - 1) + 1)
+            lo = (in_size - 1) * self.stride[d] - 2 * self.padding[d] + self.dilation[d] * (self.kernel_size[d] - 1) + 1
             hi = lo + self.stride[d] - 1
             if not lo <= out[d] <= hi:
-                raise ShapeError(f"{self._get_name()}: requested an output size of {out}, but valid sizes range "
-                                 f"from {lo} to {hi} along spatial dim {d} (for an input of shape "
-                                 f"{list(input.shape)})")
+                raise ShapeError(
+                    f"{self._get_name()}: requested an output size of {out}, but valid sizes range "
+                    f"from {lo} to {hi} along spatial dim {d} (for an input of shape "
+                    f"{list(input.shape)})"
+                )
             res.append(out[d] - lo)
         return tuple(res)
 
-    def forward(self, input: Tensor, output_size: Sequence[int] | None = None) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
         padding = self.padding
         if isinstance(padding, str):  # __init__ refuses one; this catches one assigned later
             raise ValueError(f"{type(self).__name__} does not support string padding {padding!r}")

@@ -21,12 +21,13 @@ class Flatten(Module):
         self.start_dim = start_dim
         self.end_dim = end_dim
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         try:
             return input.flatten(self.start_dim, self.end_dim)
         except (IndexOutOfRangeError, ShapeError) as e:
-            raise type(e)(f"Flatten({self.extra_repr()}): cannot flatten input of shape {list(input.shape)}: "
-                          f"{e}") from None
+            raise type(e)(
+                f"Flatten({self.extra_repr()}): cannot flatten input of shape {list(input.shape)}: {e}"
+            ) from None
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
@@ -48,12 +49,14 @@ class Unflatten(Module):
         self.dim = dim
         self.unflattened_size = tuple(unflattened_size)
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         try:
             return input.unflatten(self.dim, self.unflattened_size)
         except (IndexOutOfRangeError, ShapeError) as e:
-            raise type(e)(f"Unflatten({self.extra_repr()}): expected dimension {self.dim} of the input to hold "
-                          f"{self.unflattened_size}, got input of shape {list(input.shape)}: {e}") from None
+            raise type(e)(
+                f"Unflatten({self.extra_repr()}): expected dimension {self.dim} of the input to hold "
+                f"{self.unflattened_size}, got input of shape {list(input.shape)}: {e}"
+            ) from None
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

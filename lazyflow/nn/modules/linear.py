@@ -17,8 +17,10 @@ __all__ = ["Identity", "Linear", "Bilinear"]
 
 
 def _layer_shape_error(layer: Module, expected: str, got: Tensor) -> ShapeError:
-    return ShapeError(f"{layer._get_name()}({layer.extra_repr()}): expected input of shape {expected}, got "
-                      f"input of shape {list(got.shape)}")
+    return ShapeError(
+        f"{layer._get_name()}({layer.extra_repr()}): expected input of shape {expected}, got "
+        f"input of shape {list(got.shape)}"
+    )
 
 
 class Identity(Module):
@@ -27,7 +29,7 @@ class Identity(Module):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__()
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         return input
 
 
@@ -49,8 +51,7 @@ class Linear(Module):
     (128, 30)
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
-                 dtype=None) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None) -> None:
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
@@ -65,7 +66,7 @@ class Linear(Module):
         """Re-draw the parameters from the default distributions."""
         init._reset_fan_in_(self.weight, self.bias)
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         if input.ndim == 0 or input.shape[-1] != self.in_features:
             raise _layer_shape_error(self, f"(*, {self.in_features})", input)
         return F.linear(input, self.weight, self.bias)
@@ -88,8 +89,9 @@ class Bilinear(Module):
         ShapeError (on call): input shapes that do not fit.
     """
 
-    def __init__(self, in1_features: int, in2_features: int, out_features: int, bias: bool = True,
-                 device=None, dtype=None) -> None:
+    def __init__(
+        self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, device=None, dtype=None
+    ) -> None:
         super().__init__()
         self.in1_features = in1_features
         self.in2_features = in2_features
@@ -109,13 +111,22 @@ class Bilinear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
-        if (input1.ndim == 0 or input1.shape[-1] != self.in1_features or input2.ndim == 0
-                or input2.shape[-1] != self.in2_features or input1.shape[:-1] != input2.shape[:-1]):
-            raise ShapeError(f"{self._get_name()}({self.extra_repr()}): expected inputs of shapes "
-                             f"(*, {self.in1_features}) and (*, {self.in2_features}) with equal leading "
-                             f"dimensions, got {list(input1.shape)} and {list(input2.shape)}")
+        if (
+            input1.ndim == 0
+            or input1.shape[-1] != self.in1_features
+            or input2.ndim == 0
+            or input2.shape[-1] != self.in2_features
+            or input1.shape[:-1] != input2.shape[:-1]
+        ):
+            raise ShapeError(
+                f"{self._get_name()}({self.extra_repr()}): expected inputs of shapes "
+                f"(*, {self.in1_features}) and (*, {self.in2_features}) with equal leading "
+                f"dimensions, got {list(input1.shape)} and {list(input2.shape)}"
+            )
         return F.bilinear(input1, input2, self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
-                f"out_features={self.out_features}, bias={self.bias is not None}")
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )

@@ -24,7 +24,6 @@ from .conv import layer_shape_error
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "RMSNorm"]
 
 
-
 def _affine_parameters(m, affine: bool, bias: bool, shape, device, dtype) -> None:
     """``weight`` (and ``bias`` unless ``bias=False``) of ``shape`` when ``affine``, else both None, like torch."""
     if affine:
@@ -44,9 +43,20 @@ def _reset_affine(m) -> None:
     if m.bias is not None:
         init.zeros_(m.bias)
 
+
 class _NormBase(Module):
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
-                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        device=None,
+        dtype=None,
+        *,
+        bias: bool = True,
+    ) -> None:
         super().__init__()
         self.num_features = num_features
         self.eps = eps
@@ -89,11 +99,14 @@ class _NormBase(Module):
                 init.zeros_(self.bias)
 
     def extra_repr(self) -> str:
-        return ("{num_features}, eps={eps}, momentum={momentum}, affine={affine}, bias={use_bias}, "
-                "track_running_stats={track_running_stats}".format(**self.__dict__, use_bias=self.bias is not None))
+        return (
+            "{num_features}, eps={eps}, momentum={momentum}, affine={affine}, bias={use_bias}, "
+            "track_running_stats={track_running_stats}".format(**self.__dict__, use_bias=self.bias is not None)
+        )
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs) -> None:
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ) -> None:
         version = local_metadata.get("version", None)
         if (version is None or version < 2) and self.track_running_stats:
             # checkpoints from before num_batches_tracked existed load with the current counter (torch's rule)
@@ -101,22 +114,24 @@ class _NormBase(Module):
             if key not in state_dict:
                 # this writes into the caller's mapping: load_state_dict passes it through (torch copies first)
                 state_dict[key] = (  # pyright: ignore[reportIndexIssue]  # the hook's state_dict is typed Mapping
-                    self.num_batches_tracked if self.num_batches_tracked is not None else tensor(0, dtype=D.int64))
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                      error_msgs)
+                    self.num_batches_tracked if self.num_batches_tracked is not None else tensor(0, dtype=D.int64)
+                )
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
 
 class _BatchNorm(_NormBase):
     _ranks: tuple[int, ...] = (4,)
     _layout = "(N, C, H, W)"
 
-    def _check_input_dim(self, input: Tensor) -> None:  # noqa: A002
+    def _check_input_dim(self, input: Tensor) -> None:
         if not isinstance(input, Tensor):
             raise TypeError(f"{self._get_name()}: expected a lazyflow Tensor, got {type(input).__name__}")
         if input.ndim not in self._ranks or input.shape[1] != self.num_features:
             raise layer_shape_error(self, self._layout.replace("C", str(self.num_features)), input)
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
@@ -126,9 +141,16 @@ class _BatchNorm(_NormBase):
                     factor = 1.0 / self.num_batches_tracked
         bn_training = self.training or (self.running_mean is None and self.running_var is None)
         use_buffers = not self.training or self.track_running_stats
-        return F.batch_norm(input, self.running_mean if use_buffers else None,
-                            self.running_var if use_buffers else None, self.weight, self.bias, bn_training, factor,
-                            self.eps)
+        return F.batch_norm(
+            input,
+            self.running_mean if use_buffers else None,
+            self.running_var if use_buffers else None,
+            self.weight,
+            self.bias,
+            bn_training,
+            factor,
+            self.eps,
+        )
 
 
 class BatchNorm1d(_BatchNorm):
@@ -173,10 +195,10 @@ def _shape_tuple(normalized_shape) -> tuple[int, ...]:
     return tuple(int(i) for i in normalized_shape)
 
 
-def _check_trailing(layer: Module, input: Tensor, shape: tuple) -> None:  # noqa: A002
+def _check_trailing(layer: Module, input: Tensor, shape: tuple) -> None:
     if not isinstance(input, Tensor):
         raise TypeError(f"{layer._get_name()}: expected a lazyflow Tensor, got {type(input).__name__}")
-    if input.ndim < len(shape) or tuple(input.shape[input.ndim - len(shape):]) != shape:
+    if input.ndim < len(shape) or tuple(input.shape[input.ndim - len(shape) :]) != shape:
         raise layer_shape_error(layer, f"(*, {', '.join(map(str, shape))})", input)
 
 
@@ -192,8 +214,15 @@ class LayerNorm(Module):
         ShapeError (on call): the trailing dims differ from ``normalized_shape``.
     """
 
-    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True,
-                 bias: bool = True, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
@@ -205,13 +234,14 @@ class LayerNorm(Module):
         """Weight to ones, bias to zeros."""
         _reset_affine(self)
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         _check_trailing(self, input, self.normalized_shape)
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return ("{normalized_shape}, eps={eps}, elementwise_affine={elementwise_affine}, "
-                "bias={use_bias}".format(**self.__dict__, use_bias=self.bias is not None))
+        return "{normalized_shape}, eps={eps}, elementwise_affine={elementwise_affine}, bias={use_bias}".format(
+            **self.__dict__, use_bias=self.bias is not None
+        )
 
 
 class GroupNorm(Module):
@@ -227,8 +257,17 @@ class GroupNorm(Module):
         ShapeError (on call): a rank below 2 or a different channel count.
     """
 
-    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, device=None,
-                 dtype=None, *, bias: bool = True) -> None:
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        device=None,
+        dtype=None,
+        *,
+        bias: bool = True,
+    ) -> None:
         super().__init__()
         if num_channels % num_groups != 0:
             raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
@@ -243,7 +282,7 @@ class GroupNorm(Module):
         """Weight to ones, bias to zeros."""
         _reset_affine(self)
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         if not isinstance(input, Tensor):
             raise TypeError(f"{self._get_name()}: expected a lazyflow Tensor, got {type(input).__name__}")
         if input.ndim < 2 or input.shape[1] != self.num_channels:
@@ -251,8 +290,9 @@ class GroupNorm(Module):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return ("{num_groups}, {num_channels}, eps={eps}, affine={affine}, "
-                "bias={use_bias}".format(**self.__dict__, use_bias=self.bias is not None))
+        return "{num_groups}, {num_channels}, eps={eps}, affine={affine}, bias={use_bias}".format(
+            **self.__dict__, use_bias=self.bias is not None
+        )
 
 
 class RMSNorm(Module):
@@ -266,8 +306,14 @@ class RMSNorm(Module):
         ShapeError (on call): the trailing dims differ from ``normalized_shape``.
     """
 
-    def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None,
-                 elementwise_affine: bool = True, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
@@ -283,7 +329,7 @@ class RMSNorm(Module):
         if self.elementwise_affine:
             init.ones_(self.weight)
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         _check_trailing(self, input, self.normalized_shape)
         return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
 

@@ -14,7 +14,7 @@ __all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1
 _SP = {1: "L", 2: "H, W"}
 
 
-def _check(layer: Module, input: Tensor, nd: int) -> None:  # noqa: A002
+def _check(layer: Module, input: Tensor, nd: int) -> None:
     if not isinstance(input, Tensor):
         raise TypeError(f"{layer._get_name()}: expected a lazyflow Tensor, got {type(input).__name__}")
     if input.ndim not in (nd + 1, nd + 2):
@@ -24,9 +24,15 @@ def _check(layer: Module, input: Tensor, nd: int) -> None:  # noqa: A002
 class _MaxPoolNd(Module):
     _nd = 2
 
-    def __init__(self, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
-                 padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, return_indices: bool = False,
-                 ceil_mode: bool = False) -> None:
+    def __init__(
+        self,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 0,
+        dilation: int | Sequence[int] = 1,
+        return_indices: bool = False,
+        ceil_mode: bool = False,
+    ) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = stride if (stride is not None) else kernel_size
@@ -36,8 +42,10 @@ class _MaxPoolNd(Module):
         self.ceil_mode = ceil_mode
 
     def extra_repr(self) -> str:
-        return ("kernel_size={kernel_size}, stride={stride}, padding={padding}, dilation={dilation}, "
-                "ceil_mode={ceil_mode}".format(**self.__dict__))
+        return (
+            "kernel_size={kernel_size}, stride={stride}, padding={padding}, dilation={dilation}, "
+            "ceil_mode={ceil_mode}".format(**self.__dict__)
+        )
 
 
 class MaxPool1d(_MaxPoolNd):
@@ -45,10 +53,17 @@ class MaxPool1d(_MaxPoolNd):
 
     _nd = 1
 
-    def forward(self, input: Tensor):  # noqa: A002
+    def forward(self, input: Tensor):
         _check(self, input, 1)
-        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+        return F.max_pool1d(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            ceil_mode=self.ceil_mode,
+            return_indices=self.return_indices,
+        )
 
 
 class MaxPool2d(_MaxPoolNd):
@@ -65,10 +80,17 @@ class MaxPool2d(_MaxPoolNd):
 
     _nd = 2
 
-    def forward(self, input: Tensor):  # noqa: A002
+    def forward(self, input: Tensor):
         _check(self, input, 2)
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+        return F.max_pool2d(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            ceil_mode=self.ceil_mode,
+            return_indices=self.return_indices,
+        )
 
 
 class AvgPool1d(Module):
@@ -82,8 +104,14 @@ class AvgPool1d(Module):
         ShapeError (on call): wrong rank.
     """
 
-    def __init__(self, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
-                 padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> None:
+    def __init__(
+        self,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+    ) -> None:
         super().__init__()
         self.kernel_size = _single(kernel_size)
         self.stride = _single(stride if (stride is not None) else kernel_size)
@@ -94,10 +122,9 @@ class AvgPool1d(Module):
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         _check(self, input, 1)
-        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad)
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad)
 
 
 def _single(v):
@@ -116,9 +143,15 @@ class AvgPool2d(Module):
         ShapeError (on call): wrong rank.
     """
 
-    def __init__(self, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
-                 padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
-                 divisor_override: int | None = None) -> None:
+    def __init__(
+        self,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        padding: int | Sequence[int] = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
+    ) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = stride if (stride is not None) else kernel_size
@@ -130,10 +163,17 @@ class AvgPool2d(Module):
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         _check(self, input, 2)
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return F.avg_pool2d(
+            input,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
 
 
 class AdaptiveAvgPool1d(Module):
@@ -146,7 +186,7 @@ class AdaptiveAvgPool1d(Module):
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         _check(self, input, 1)
         return F.adaptive_avg_pool1d(input, self.output_size)
 
@@ -168,6 +208,6 @@ class AdaptiveAvgPool2d(Module):
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+    def forward(self, input: Tensor) -> Tensor:
         _check(self, input, 2)
         return F.adaptive_avg_pool2d(input, self.output_size)

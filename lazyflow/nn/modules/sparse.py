@@ -36,17 +36,29 @@ class Embedding(Module):
     (2, 2, 3)
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
-                 max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
-                 sparse: bool = False, _weight: Tensor | None = None, _freeze: bool = False, device=None,
-                 dtype=None) -> None:
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight: Tensor | None = None,
+        _freeze: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise IndexOutOfRangeError(f"Embedding: padding_idx must be within num_embeddings "
-                                           f"[{-num_embeddings}, {num_embeddings}), got {padding_idx}")
+                raise IndexOutOfRangeError(
+                    f"Embedding: padding_idx must be within num_embeddings "
+                    f"[{-num_embeddings}, {num_embeddings}), got {padding_idx}"
+                )
             if padding_idx < 0:
                 padding_idx = num_embeddings + padding_idx
         self.padding_idx = padding_idx
@@ -55,13 +67,15 @@ class Embedding(Module):
         self.scale_grad_by_freq = scale_grad_by_freq
         self.sparse = sparse
         if _weight is None:
-            self.weight = Parameter(empty((num_embeddings, embedding_dim), device=device, dtype=dtype),
-                                    requires_grad=not _freeze)
+            self.weight = Parameter(
+                empty((num_embeddings, embedding_dim), device=device, dtype=dtype), requires_grad=not _freeze
+            )
             self.reset_parameters()
         else:
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise ShapeError(f"Embedding: _weight must have shape [{num_embeddings}, {embedding_dim}], got "
-                                 f"{list(_weight.shape)}")
+                raise ShapeError(
+                    f"Embedding: _weight must have shape [{num_embeddings}, {embedding_dim}], got {list(_weight.shape)}"
+                )
             self.weight = Parameter(_weight, requires_grad=not _freeze)
 
     def reset_parameters(self) -> None:
@@ -74,9 +88,10 @@ class Embedding(Module):
             with no_grad():
                 self.weight[self.padding_idx] = 0.0
 
-    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq, self.sparse)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.embedding(
+            input, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse
+        )
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -93,17 +108,34 @@ class Embedding(Module):
         return s
 
     @classmethod
-    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True, padding_idx: int | None = None,
-                        max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
-                        sparse: bool = False) -> Embedding:
+    def from_pretrained(
+        cls,
+        embeddings: Tensor,
+        freeze: bool = True,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+    ) -> Embedding:
         """An Embedding whose weight is ``embeddings`` (2-D), frozen unless ``freeze=False``.
 
         Raises:
             ShapeError: ``embeddings`` is not 2-D.
         """
         if embeddings.ndim != 2:
-            raise ShapeError(f"Embeddings parameter is expected to be 2-dimensional, got shape "
-                             f"{list(embeddings.shape)}")
+            raise ShapeError(
+                f"Embeddings parameter is expected to be 2-dimensional, got shape {list(embeddings.shape)}"
+            )
         rows, cols = embeddings.shape
-        return cls(rows, cols, _weight=embeddings, _freeze=freeze, padding_idx=padding_idx, max_norm=max_norm,
-                   norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+        return cls(
+            rows,
+            cols,
+            _weight=embeddings,
+            _freeze=freeze,
+            padding_idx=padding_idx,
+            max_norm=max_norm,
+            norm_type=norm_type,
+            scale_grad_by_freq=scale_grad_by_freq,
+            sparse=sparse,
+        )

@@ -53,12 +53,25 @@ class MultiheadAttention(Module):
         ShapeError (on call): inputs of the wrong rank or feature size.
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: int | None = None,
-                 vdim: int | None = None, batch_first: bool = False, device=None, dtype=None) -> None:
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        batch_first: bool = False,
+        device=None,
+        dtype=None,
+    ) -> None:
         if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
-                             f"num_heads={num_heads} instead")
+            raise ValueError(
+                f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
+                f"num_heads={num_heads} instead"
+            )
         super().__init__()
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
@@ -112,17 +125,26 @@ class MultiheadAttention(Module):
     def _check(self, query: Tensor, key: Tensor, value: Tensor) -> None:
         for t, name, d in ((query, "query", self.embed_dim), (key, "key", self.kdim), (value, "value", self.vdim)):
             if not isinstance(t, Tensor):
-                raise TypeError(f"{self._get_name()}: expected {name} to be a lazyflow Tensor, got "
-                                f"{type(t).__name__}")
+                raise TypeError(f"{self._get_name()}: expected {name} to be a lazyflow Tensor, got {type(t).__name__}")
             if t.ndim not in (2, 3) or t.shape[-1] != d:
                 layout = "(N, L, {d})" if self.batch_first else "(L, N, {d})"
-                raise ShapeError(f"{self._get_name()}(embed_dim={self.embed_dim}, num_heads={self.num_heads}): "
-                                 f"expected {name} of shape {layout.format(d=d)} or (L, {d}), got {name} of "
-                                 f"shape {list(t.shape)}")
+                raise ShapeError(
+                    f"{self._get_name()}(embed_dim={self.embed_dim}, num_heads={self.num_heads}): "
+                    f"expected {name} of shape {layout.format(d=d)} or (L, {d}), got {name} of "
+                    f"shape {list(t.shape)}"
+                )
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None,
-                need_weights: bool = True, attn_mask: Tensor | None = None, average_attn_weights: bool = True,
-                is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        key_padding_mask: Tensor | None = None,
+        need_weights: bool = True,
+        attn_mask: Tensor | None = None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value``.
 
         Args:
@@ -139,12 +161,31 @@ class MultiheadAttention(Module):
         """
         self._check(query, key, value)
         return F.multi_head_attention_forward(
-            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
-            self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight, self.out_proj.bias,
-            training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,
-            attn_mask=attn_mask, use_separate_proj_weight=not self._qkv_same_embed_dim,
-            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
-            average_attn_weights=average_attn_weights, is_causal=is_causal, batch_first=self.batch_first)
+            query,
+            key,
+            value,
+            self.embed_dim,
+            self.num_heads,
+            self.in_proj_weight,
+            self.in_proj_bias,
+            self.bias_k,
+            self.bias_v,
+            self.add_zero_attn,
+            self.dropout,
+            self.out_proj.weight,
+            self.out_proj.bias,
+            training=self.training,
+            key_padding_mask=key_padding_mask,
+            need_weights=need_weights,
+            attn_mask=attn_mask,
+            use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight,
+            k_proj_weight=self.k_proj_weight,
+            v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights,
+            is_causal=is_causal,
+            batch_first=self.batch_first,
+        )
 
 
 def _activation_fn(activation: str | Callable) -> Callable:
@@ -173,14 +214,23 @@ class TransformerEncoderLayer(Module):
         ShapeError (on call): an input whose last dim is not ``d_model``.
     """
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation: str | Callable[[Tensor], Tensor] = "relu", layer_norm_eps: float = 1e-5,
-                 batch_first: bool = False, norm_first: bool = False, bias: bool = True, device=None,
-                 dtype=None) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device=None,
+        dtype=None,
+    ) -> None:
         super().__init__()
         kw: dict[str, Any] = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            **kw)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw)
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
@@ -191,8 +241,13 @@ class TransformerEncoderLayer(Module):
         self.dropout2 = Dropout(dropout)
         self.activation = _activation_fn(activation)
 
-    def forward(self, src: Tensor, src_mask: Tensor | None = None, src_key_padding_mask: Tensor | None = None,
-                is_causal: bool = False) -> Tensor:
+    def forward(
+        self,
+        src: Tensor,
+        src_mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+    ) -> Tensor:
         """One encoder layer over ``src`` (``(S, N, E)``, ``(N, S, E)`` with ``batch_first``, or ``(S, E)``).
 
         Args:
@@ -213,18 +268,21 @@ class TransformerEncoderLayer(Module):
         shape = src.shape
         x = src.reshape(-1, shape[-1]) if src.ndim == 3 else src
         if self.norm_first:
-            x = x + self._sa_block(self.norm1(x).reshape(shape), src_mask, src_key_padding_mask,
-                                   is_causal).reshape(x.shape)
+            x = x + self._sa_block(self.norm1(x).reshape(shape), src_mask, src_key_padding_mask, is_causal).reshape(
+                x.shape
+            )
             x = x + self._ff_block(self.norm2(x))
         else:
-            x = self.norm1(x + self._sa_block(x.reshape(shape), src_mask, src_key_padding_mask,
-                                              is_causal).reshape(x.shape))
+            x = self.norm1(
+                x + self._sa_block(x.reshape(shape), src_mask, src_key_padding_mask, is_causal).reshape(x.shape)
+            )
             x = self.norm2(x + self._ff_block(x))
         return x.reshape(shape)
 
     def _sa_block(self, x: Tensor, attn_mask, key_padding_mask, is_causal: bool) -> Tensor:
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
-                           is_causal=is_causal)[0]
+        x = self.self_attn(
+            x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False, is_causal=is_causal
+        )[0]
         return self.dropout1(x)
 
     def _ff_block(self, x: Tensor) -> Tensor:
@@ -243,8 +301,14 @@ class TransformerEncoder(Module):
             path (padded positions keep their computed values instead of torch's fast-path zeros).
     """
 
-    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: Module | None = None,
-                 enable_nested_tensor: bool = True, mask_check: bool = True) -> None:
+    def __init__(
+        self,
+        encoder_layer: TransformerEncoderLayer,
+        num_layers: int,
+        norm: Module | None = None,
+        enable_nested_tensor: bool = True,
+        mask_check: bool = True,
+    ) -> None:
         super().__init__()
         self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
         self.num_layers = num_layers
@@ -253,8 +317,13 @@ class TransformerEncoder(Module):
         self.use_nested_tensor = False
         self.mask_check = mask_check
 
-    def forward(self, src: Tensor, mask: Tensor | None = None, src_key_padding_mask: Tensor | None = None,
-                is_causal: bool | None = None) -> Tensor:
+    def forward(
+        self,
+        src: Tensor,
+        mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        is_causal: bool | None = None,
+    ) -> Tensor:
         """Run every layer on ``src`` with the same masks, then ``norm``.
 
         Args:

@@ -35,8 +35,12 @@ def _norm_type(norm_type) -> float:
     return norm_type
 
 
-def get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0,
-                   error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
+def get_total_norm(
+    tensors: Tensor | Iterable[Tensor],
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+) -> Tensor:
     """The ``norm_type``-norm of the per-tensor norms of ``tensors`` (as if concatenated).
 
     Raises:
@@ -53,13 +57,20 @@ def get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0,
 
 def _check_finite(total: Tensor, norm_type: float, error_if_nonfinite: bool) -> None:
     if error_if_nonfinite and not math.isfinite(total.item()):
-        raise OpError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so "
-                      "it cannot be clipped. To disable this error and scale the gradients by the non-finite "
-                      "norm anyway, set `error_if_nonfinite=False`")
+        raise OpError(
+            f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so "
+            "it cannot be clipped. To disable this error and scale the gradients by the non-finite "
+            "norm anyway, set `error_if_nonfinite=False`"
+        )
 
 
-def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm_type: float = 2.0,
-                    error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
+def clip_grad_norm_(
+    parameters: Tensor | Iterable[Tensor],
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+) -> Tensor:
     """Scale all gradients in place so that their joint ``norm_type``-norm is at most ``max_norm``.
 
     The scale is ``min(max_norm / (total_norm + 1e-6), 1)`` (torch's). One kernel computes the norm and
@@ -90,14 +101,14 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm
     return total
 
 
-def clip_grad_norm(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
-                   foreach: bool | None = None) -> Tensor:
+def clip_grad_norm(
+    parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach: bool | None = None
+) -> Tensor:
     """Deprecated alias of :func:`clip_grad_norm_`."""
     return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
-def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
-                     foreach: bool | None = None) -> None:
+def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float, foreach: bool | None = None) -> None:
     """Clamp every gradient into ``[-clip_value, clip_value]`` in place (one fused kernel).
 
     Args:
@@ -113,5 +124,3 @@ def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
         out = (out,)
     for g, new in zip(grads, out):
         _store(g, new)
-
-

@@ -41,5 +41,5 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
     pointer = 0
     for p in params:
         n = p.numel()
-        p.data = vec[pointer:pointer + n].reshape(p.shape).to(p.dtype)
+        p.data = vec[pointer : pointer + n].reshape(p.shape).to(p.dtype)
         pointer += n

@@ -25,7 +25,19 @@ from ._schedules import (
 )
 
 __all__ = [
-    "LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
-    "ExponentialLR", "SequentialLR", "PolynomialLR", "CosineAnnealingLR", "ChainedScheduler",
-    "ReduceLROnPlateau", "CosineAnnealingWarmRestarts", "OneCycleLR",
+    "LRScheduler",
+    "LambdaLR",
+    "MultiplicativeLR",
+    "StepLR",
+    "MultiStepLR",
+    "ConstantLR",
+    "LinearLR",
+    "ExponentialLR",
+    "SequentialLR",
+    "PolynomialLR",
+    "CosineAnnealingLR",
+    "ChainedScheduler",
+    "ReduceLROnPlateau",
+    "CosineAnnealingWarmRestarts",
+    "OneCycleLR",
 ]

@@ -28,9 +28,18 @@ class ReduceLROnPlateau(LRScheduler):
     >>> sched = ReduceLROnPlateau(opt, "min"); sched.step(val_loss)
     """
 
-    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
-                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0,
-                 min_lr: list[float] | float = 0, eps: float = 1e-8) -> None:
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr: list[float] | float = 0,
+        eps: float = 1e-8,
+    ) -> None:
         if factor >= 1.0:
             raise ValueError(f"Factor should be < 1.0, got {factor}.")
         self.factor = factor
@@ -88,8 +97,10 @@ class ReduceLROnPlateau(LRScheduler):
         groups = self.optimizer.param_groups
         if len(groups) != len(self.min_lrs):
             if self.default_min_lr is None:
-                raise RuntimeError(f"The number of param groups in the optimizer ({len(groups)}) differs from when "
-                                   f"ReduceLROnPlateau was initialized ({len(self.min_lrs)}); update `min_lrs`.")
+                raise RuntimeError(
+                    f"The number of param groups in the optimizer ({len(groups)}) differs from when "
+                    f"ReduceLROnPlateau was initialized ({len(self.min_lrs)}); update `min_lrs`."
+                )
             self.min_lrs = [self.default_min_lr] * len(groups)
         for i, group in enumerate(groups):
             old = float(group["lr"])
@@ -136,8 +147,9 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         ValueError: a non-positive ``T_0``, ``T_mult < 1`` or a non-numeric ``eta_min``.
     """
 
-    def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0,  # noqa: N803
-                 last_epoch: int = -1) -> None:
+    def __init__(
+        self, optimizer: Optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1
+    ) -> None:
         if not isinstance(T_0, int) or T_0 <= 0:
             raise ValueError(f"Expected positive integer T_0, but got {T_0}")
         if not isinstance(T_mult, int) or T_mult < 1:
@@ -152,8 +164,10 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
-        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
-                for base in self.base_lrs]
+        return [
+            self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+            for base in self.base_lrs
+        ]
 
     def step(self, epoch=None) -> None:
         """Advance one epoch, or jump to a (possibly fractional) ``epoch``.
@@ -179,8 +193,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                     self.T_cur = epoch % self.T_0
                 else:
                     n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
-                    self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
-                    self.T_i = self.T_0 * self.T_mult ** n
+                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult**n
             else:
                 self.T_i = self.T_0
                 self.T_cur = epoch
@@ -215,12 +229,23 @@ class OneCycleLR(LRScheduler):
             ``cycle_momentum`` with an optimizer that has neither momentum nor betas.
     """
 
-    def __init__(self, optimizer: Optimizer, max_lr: float | list[float], total_steps: int | None = None,
-                 epochs: int | None = None, steps_per_epoch: int | None = None, pct_start: float = 0.3,
-                 anneal_strategy: str = "cos", cycle_momentum: bool = True,
-                 base_momentum: float | list[float] = 0.85, max_momentum: float | list[float] = 0.95,
-                 div_factor: float = 25.0, final_div_factor: float = 1e4, three_phase: bool = False,
-                 last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        max_lr: float | list[float],
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: str = "cos",
+        cycle_momentum: bool = True,
+        base_momentum: float | list[float] = 0.85,
+        max_momentum: float | list[float] = 0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+        last_epoch: int = -1,
+    ) -> None:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
@@ -239,19 +264,44 @@ class OneCycleLR(LRScheduler):
         n = self.total_steps
         if three_phase:
             self._schedule_phases = [
-                {"end_step": float(pct_start * n) - 1, "start_lr": "initial_lr", "end_lr": "max_lr",
-                 "start_momentum": "max_momentum", "end_momentum": "base_momentum"},
-                {"end_step": float(2 * pct_start * n) - 2, "start_lr": "max_lr", "end_lr": "initial_lr",
-                 "start_momentum": "base_momentum", "end_momentum": "max_momentum"},
-                {"end_step": n - 1, "start_lr": "initial_lr", "end_lr": "min_lr",
-                 "start_momentum": "max_momentum", "end_momentum": "max_momentum"},
+                {
+                    "end_step": float(pct_start * n) - 1,
+                    "start_lr": "initial_lr",
+                    "end_lr": "max_lr",
+                    "start_momentum": "max_momentum",
+                    "end_momentum": "base_momentum",
+                },
+                {
+                    "end_step": float(2 * pct_start * n) - 2,
+                    "start_lr": "max_lr",
+                    "end_lr": "initial_lr",
+                    "start_momentum": "base_momentum",
+                    "end_momentum": "max_momentum",
+                },
+                {
+                    "end_step": n - 1,
+                    "start_lr": "initial_lr",
+                    "end_lr": "min_lr",
+                    "start_momentum": "max_momentum",
+                    "end_momentum": "max_momentum",
+                },
             ]
         else:
             self._schedule_phases = [
-                {"end_step": float(pct_start * n) - 1, "start_lr": "initial_lr", "end_lr": "max_lr",
-                 "start_momentum": "max_momentum", "end_momentum": "base_momentum"},
-                {"end_step": n - 1, "start_lr": "max_lr", "end_lr": "min_lr",
-                 "start_momentum": "base_momentum", "end_momentum": "max_momentum"},
+                {
+                    "end_step": float(pct_start * n) - 1,
+                    "start_lr": "initial_lr",
+                    "end_lr": "max_lr",
+                    "start_momentum": "max_momentum",
+                    "end_momentum": "base_momentum",
+                },
+                {
+                    "end_step": n - 1,
+                    "start_lr": "max_lr",
+                    "end_lr": "min_lr",
+                    "start_momentum": "base_momentum",
+                    "end_momentum": "max_momentum",
+                },
             ]
         if not isinstance(pct_start, float) or pct_start < 0 or pct_start > 1:
             raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")

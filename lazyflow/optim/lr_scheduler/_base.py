@@ -8,8 +8,10 @@ from typing import Any
 from ..._tensor import Tensor
 from ..optimizer import Optimizer
 
-_EPOCH_DEPRECATION = ("The epoch parameter in `scheduler.step()` is deprecated (as in torch): when given, the "
-                      "closed-form schedule is used where available. Call `scheduler.step()` without it.")
+_EPOCH_DEPRECATION = (
+    "The epoch parameter in `scheduler.step()` is deprecated (as in torch): when given, the "
+    "closed-form schedule is used where available. Call `scheduler.step()` without it."
+)
 
 
 def _lr_list(optimizer: Optimizer, key: str) -> list:
@@ -26,8 +28,10 @@ def _set_group_value(group: dict, key: str, value) -> None:
 def _per_group(name: str, optimizer: Optimizer, value) -> list:
     if isinstance(value, (list, tuple)):
         if len(value) != len(optimizer.param_groups):
-            raise ValueError(f"{name} must have the same length as optimizer.param_groups. {name} has "
-                             f"{len(value)} values, param_groups has {len(optimizer.param_groups)}.")
+            raise ValueError(
+                f"{name} must have the same length as optimizer.param_groups. {name} has "
+                f"{len(value)} values, param_groups has {len(optimizer.param_groups)}."
+            )
         return list(value)
     return [value] * len(optimizer.param_groups)
 
@@ -58,8 +62,10 @@ class LRScheduler:
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when resuming a "
-                                   "scheduler with last_epoch >= 0: load the optimizer's state dict first")
+                    raise KeyError(
+                        f"param 'initial_lr' is not specified in param_groups[{i}] when resuming a "
+                        "scheduler with last_epoch >= 0: load the optimizer's state dict first"
+                    )
         self.base_lrs: list = _lr_list(optimizer, "initial_lr")
         self.last_epoch = last_epoch
         self._initial_step()

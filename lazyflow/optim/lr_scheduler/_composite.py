@@ -16,11 +16,15 @@ def _check_children(owner: str, optimizer: Optimizer, schedulers: Sequence) -> N
         if not hasattr(s, "optimizer"):
             raise TypeError(f"{owner} at index {i} should have `optimizer` as its attribute.")
         if isinstance(s, ReduceLROnPlateau):
-            raise ValueError(f"{owner} does not support `ReduceLROnPlateau` scheduler as it requires additional "
-                             f"kwargs to be specified when calling `step`, but got one at index {i}.")
+            raise ValueError(
+                f"{owner} does not support `ReduceLROnPlateau` scheduler as it requires additional "
+                f"kwargs to be specified when calling `step`, but got one at index {i}."
+            )
         if s.optimizer is not optimizer:
-            raise ValueError(f"{owner} expects all schedulers to belong to the same optimizer, but got scheduler "
-                             f"{type(s).__name__} at index {i} with a different optimizer.")
+            raise ValueError(
+                f"{owner} expects all schedulers to belong to the same optimizer, but got scheduler "
+                f"{type(s).__name__} at index {i} with a different optimizer."
+            )
 
 
 class _Composite:
@@ -53,15 +57,18 @@ class SequentialLR(_Composite, LRScheduler):
     >>> sched = SequentialLR(opt, [LinearLR(opt, 0.1, total_iters=5), CosineAnnealingLR(opt, 95)], [5])
     """
 
-    def __init__(self, optimizer: Optimizer, schedulers: list[LRScheduler], milestones: list[int],
-                 last_epoch: int = -1) -> None:
+    def __init__(
+        self, optimizer: Optimizer, schedulers: list[LRScheduler], milestones: list[int], last_epoch: int = -1
+    ) -> None:
         if len(schedulers) < 1:
             raise ValueError(f"{type(self).__name__} expects at least one scheduler, but got no scheduler.")
         _check_children(type(self).__name__, optimizer, schedulers)
         if len(milestones) != len(schedulers) - 1:
-            raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
-                             f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
-                             f"number of milestones to be equal to {len(milestones)}")
+            raise ValueError(
+                "Sequential Schedulers expects number of schedulers provided to be one more than the "
+                f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
+                f"number of milestones to be equal to {len(milestones)}"
+            )
         self._schedulers = schedulers
         self._milestones = milestones
         self.last_epoch = last_epoch + 1

@@ -30,8 +30,9 @@ class _LambdaState:
 
     def state_dict(self) -> dict[str, Any]:
         sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
-        sd["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
-                            for fn in self.lr_lambdas]
+        sd["lr_lambdas"] = [
+            None if isinstance(fn, types.FunctionType) else fn.__dict__.copy() for fn in self.lr_lambdas
+        ]
         return sd
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -120,8 +121,9 @@ class MultiStepLR(LRScheduler):
         last_epoch: see ``LRScheduler``.
     """
 
-    def __init__(self, optimizer: Optimizer, milestones: Iterable[int], gamma: float = 0.1,
-                 last_epoch: int = -1) -> None:
+    def __init__(
+        self, optimizer: Optimizer, milestones: Iterable[int], gamma: float = 0.1, last_epoch: int = -1
+    ) -> None:
         self.milestones = Counter(milestones)
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
@@ -146,8 +148,9 @@ class ConstantLR(LRScheduler):
         ValueError: ``factor`` outside [0, 1].
     """
 
-    def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5,
-                 last_epoch: int = -1) -> None:
+    def __init__(
+        self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
+    ) -> None:
         if factor > 1.0 or factor < 0:
             raise ValueError(f"Constant multiplicative factor expected to be between 0 and 1, got {factor}.")
         self.factor = factor
@@ -162,8 +165,9 @@ class ConstantLR(LRScheduler):
         return [g["lr"] * (1.0 / self.factor) for g in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list:
-        return [base * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
-                for base in self.base_lrs]
+        return [
+            base * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor)) for base in self.base_lrs
+        ]
 
 
 class LinearLR(LRScheduler):
@@ -176,11 +180,19 @@ class LinearLR(LRScheduler):
         ValueError: a factor outside its range.
     """
 
-    def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
-                 total_iters: int = 5, last_epoch: int = -1) -> None:
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        start_factor: float = 1.0 / 3,
+        end_factor: float = 1.0,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ) -> None:
         if start_factor > 1.0 or start_factor <= 0:
-            raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1, "
-                             f"got {start_factor}.")
+            raise ValueError(
+                "Starting multiplicative factor expected to be greater than 0 and less or equal to 1, "
+                f"got {start_factor}."
+            )
         if end_factor > 1.0 or end_factor < 0:
             raise ValueError(f"Ending multiplicative factor expected to be between 0 and 1, got {end_factor}.")
         self.start_factor = start_factor
@@ -198,8 +210,14 @@ class LinearLR(LRScheduler):
         return [g["lr"] * factor for g in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list:
-        return [base * (self.start_factor + (self.end_factor - self.start_factor)
-                        * min(self.total_iters, self.last_epoch) / self.total_iters) for base in self.base_lrs]
+        return [
+            base
+            * (
+                self.start_factor
+                + (self.end_factor - self.start_factor) * min(self.total_iters, self.last_epoch) / self.total_iters
+            )
+            for base in self.base_lrs
+        ]
 
 
 class ExponentialLR(LRScheduler):
@@ -219,7 +237,7 @@ class ExponentialLR(LRScheduler):
         return [g["lr"] * self.gamma for g in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list:
-        return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
+        return [base * self.gamma**self.last_epoch for base in self.base_lrs]
 
 
 class PolynomialLR(LRScheduler):
@@ -238,13 +256,16 @@ class PolynomialLR(LRScheduler):
     def get_lr(self) -> list:
         if self._is_initial or self.last_epoch > self.total_iters:
             return _lr_list(self.optimizer, "lr")
-        factor = ((1.0 - self.last_epoch / self.total_iters)
-                  / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
+        factor = (
+            (1.0 - self.last_epoch / self.total_iters) / (1.0 - (self.last_epoch - 1) / self.total_iters)
+        ) ** self.power
         return [g["lr"] * factor for g in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list:
-        return [base * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
-                for base in self.base_lrs]
+        return [
+            base * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+            for base in self.base_lrs
+        ]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -256,7 +277,7 @@ class CosineAnnealingLR(LRScheduler):
         last_epoch: see ``LRScheduler``.
     """
 
-    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None:  # noqa: N803
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None:
         self.T_max = T_max
         self.eta_min = eta_min
         super().__init__(optimizer, last_epoch)
@@ -266,15 +287,25 @@ class CosineAnnealingLR(LRScheduler):
         if self._is_initial:
             return _lr_list(self.optimizer, "lr")
         if self._step_count == 1 and self.last_epoch > 0:
-            return [self.eta_min + (base - self.eta_min) * (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
-                    for base in self.base_lrs]
+            return [
+                self.eta_min + (base - self.eta_min) * (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
+                for base in self.base_lrs
+            ]
         if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
-            return [g["lr"] + (base - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
-                    for base, g in zip(self.base_lrs, groups)]
-        return [(1 + math.cos(math.pi * self.last_epoch / self.T_max))
-                / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max)) * (g["lr"] - self.eta_min)
-                + self.eta_min for g in groups]
+            return [
+                g["lr"] + (base - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
+                for base, g in zip(self.base_lrs, groups)
+            ]
+        return [
+            (1 + math.cos(math.pi * self.last_epoch / self.T_max))
+            / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max))
+            * (g["lr"] - self.eta_min)
+            + self.eta_min
+            for g in groups
+        ]
 
     def _get_closed_form_lr(self) -> list:
-        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
-                for base in self.base_lrs]
+        return [
+            self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+            for base in self.base_lrs
+        ]

@@ -14,7 +14,22 @@ from .sampler import (
 )
 
 __all__ = [
-    "Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset", "random_split",
-    "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
-    "BatchSampler", "DataLoader", "default_collate", "default_convert", "get_worker_info", "WorkerInfo",
+    "Dataset",
+    "IterableDataset",
+    "TensorDataset",
+    "Subset",
+    "ConcatDataset",
+    "ChainDataset",
+    "random_split",
+    "Sampler",
+    "SequentialSampler",
+    "RandomSampler",
+    "SubsetRandomSampler",
+    "WeightedRandomSampler",
+    "BatchSampler",
+    "DataLoader",
+    "default_collate",
+    "default_convert",
+    "get_worker_info",
+    "WorkerInfo",
 ]

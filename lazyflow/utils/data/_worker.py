@@ -123,7 +123,7 @@ def _proc_stat(pid: int) -> tuple[str, str] | None:
             raw = f.read()
     except OSError:
         return None
-    fields = raw[raw.rindex(b")") + 2:].split()  # after "pid (comm) ": comm may hold spaces and parentheses
+    fields = raw[raw.rindex(b")") + 2 :].split()  # after "pid (comm) ": comm may hold spaces and parentheses
     return fields[0].decode(), fields[19].decode()  # stat fields 3 (state) and 22 (start time, clock ticks)
 
 
@@ -319,9 +319,9 @@ def make_fetcher(iterable: bool, dataset, auto_collation: bool, collate, drop_la
 
 
 def _seed_all(base_seed: int, worker_id: int) -> int:
-    seed = (base_seed + worker_id) % 2 ** 63
+    seed = (base_seed + worker_id) % 2**63
     random.seed(seed)
-    np.random.seed(np.random.SeedSequence([base_seed % 2 ** 64, worker_id]).generate_state(4))
+    np.random.seed(np.random.SeedSequence([base_seed % 2**64, worker_id]).generate_state(4))
     from ..._creation import manual_seed
 
     manual_seed(seed)
@@ -335,9 +335,24 @@ def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
-def worker_loop(iterable: bool, dataset, index_queue, result_queue, done_event, epoch_value, auto_collation: bool,
-                collate_mode: str, collate_fn, drop_last: bool, base_seed: int, init_fn, worker_id: int,
-                num_workers: int, num_slots: int, owner: tuple[int, str | None]) -> None:
+def worker_loop(
+    iterable: bool,
+    dataset,
+    index_queue,
+    result_queue,
+    done_event,
+    epoch_value,
+    auto_collation: bool,
+    collate_mode: str,
+    collate_fn,
+    drop_last: bool,
+    base_seed: int,
+    init_fn,
+    worker_id: int,
+    num_workers: int,
+    num_slots: int,
+    owner: tuple[int, str | None],
+) -> None:
     """The body of a worker process (see the module docstring for the protocol).
 
     Args:
@@ -418,8 +433,9 @@ def worker_loop(iterable: bool, dataset, index_queue, result_queue, done_event, 
             try:
                 payload = dumps(data, a.views)
             except Exception:
-                payload = dumps(ExceptionWrapper(where=f"while sending a batch from DataLoader worker process "
-                                                       f"{worker_id}"))
+                payload = dumps(
+                    ExceptionWrapper(where=f"while sending a batch from DataLoader worker process {worker_id}")
+                )
                 a.views.clear()
             if slot is not None:
                 slots.size_hint = max(slots.size_hint, int(a.used * 1.05) + _ALIGN)

@@ -35,7 +35,7 @@ def aligned_empty(shape: tuple, dtype) -> np.ndarray:
     n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = np.empty(n + _ALIGN, np.uint8)
     off = (-raw.ctypes.data) % _ALIGN
-    return raw[off:off + n].view(dtype).reshape(shape)
+    return raw[off : off + n].view(dtype).reshape(shape)
 
 
 def owned_tensor(array: np.ndarray) -> Tensor:
@@ -98,8 +98,10 @@ class _Collator:
                 raise TypeError(_ERR.format(elem.dtype))
             for a in batch:
                 if a.shape != elem.shape:
-                    raise RuntimeError(f"stack expects each numpy array to be equal size, but got {elem.shape} at "
-                                       f"entry 0 and {a.shape} at another entry")
+                    raise RuntimeError(
+                        f"stack expects each numpy array to be equal size, but got {elem.shape} at "
+                        f"entry 0 and {a.shape} at another entry"
+                    )
             return self.leaf(self.stack(batch, elem.shape, elem.dtype))
         if isinstance(elem, (np.bool_, np.number)):
             return self.leaf(self.stack(batch, (), elem.dtype))

@@ -97,20 +97,35 @@ class DataLoader(Generic[T_co]):
     >>> for x, y in loader: ...
     """
 
-    def __init__(self, dataset: Dataset[T_co], batch_size: int | None = 1, shuffle: bool | None = None,
-                 sampler: Sampler | Iterable | None = None, batch_sampler: Sampler | Iterable | None = None,
-                 num_workers: int = 0, collate_fn: Callable | None = None, pin_memory: bool = False,
-                 drop_last: bool = False, timeout: float = 0, worker_init_fn: Callable[[int], None] | None = None,
-                 multiprocessing_context=None, generator=None, *, prefetch_factor: int | None = None,
-                 persistent_workers: bool = False, pin_memory_device: str = "") -> None:
+    def __init__(
+        self,
+        dataset: Dataset[T_co],
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: Sampler | Iterable | None = None,
+        batch_sampler: Sampler | Iterable | None = None,
+        num_workers: int = 0,
+        collate_fn: Callable | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context=None,
+        generator=None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+    ) -> None:
         if num_workers < 0:
-            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
-                             "multiprocessing.")
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable multiprocessing.")
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
         if num_workers == 0 and prefetch_factor is not None:
-            raise ValueError("prefetch_factor option could only be specified in multiprocessing. Let num_workers > 0 "
-                             "to enable multiprocessing, otherwise set prefetch_factor to None.")
+            raise ValueError(
+                "prefetch_factor option could only be specified in multiprocessing. Let num_workers > 0 "
+                "to enable multiprocessing, otherwise set prefetch_factor to None."
+            )
         if num_workers > 0 and prefetch_factor is None:
             prefetch_factor = 2
         elif prefetch_factor is not None and prefetch_factor < 0:
@@ -128,21 +143,26 @@ class DataLoader(Generic[T_co]):
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
             if shuffle not in {False, None}:
-                raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle option, but got "
-                                 f"shuffle={shuffle}")
+                raise ValueError(
+                    f"DataLoader with IterableDataset: expected unspecified shuffle option, but got shuffle={shuffle}"
+                )
             if sampler is not None:
-                raise ValueError(f"DataLoader with IterableDataset: expected unspecified sampler option, but got "
-                                 f"sampler={sampler}")
+                raise ValueError(
+                    f"DataLoader with IterableDataset: expected unspecified sampler option, but got sampler={sampler}"
+                )
             if batch_sampler is not None:
-                raise ValueError(f"DataLoader with IterableDataset: expected unspecified batch_sampler option, but "
-                                 f"got batch_sampler={batch_sampler}")
+                raise ValueError(
+                    f"DataLoader with IterableDataset: expected unspecified batch_sampler option, but "
+                    f"got batch_sampler={batch_sampler}"
+                )
         shuffle = bool(shuffle)
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and "
-                                 "drop_last")
+                raise ValueError(
+                    "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last"
+                )
             batch_size = None
             drop_last = False
         elif batch_size is None and drop_last:
@@ -197,7 +217,7 @@ class DataLoader(Generic[T_co]):
         return len(self._index_sampler)
 
     def _base_seed(self) -> int:
-        return int(_rng(self.generator).integers(0, 2 ** 62))
+        return int(_rng(self.generator).integers(0, 2**62))
 
 
 class _BaseIter:
@@ -233,8 +253,9 @@ class _BaseIter:
 class _SingleProcessIter(_BaseIter):
     def __init__(self, loader: DataLoader) -> None:
         super().__init__(loader)
-        self._fetcher = _worker.make_fetcher(self._iterable, self._dataset, self._auto_collation,
-                                             self._collate_fn, self._drop_last)
+        self._fetcher = _worker.make_fetcher(
+            self._iterable, self._dataset, self._auto_collation, self._collate_fn, self._drop_last
+        )
 
     def _next_data(self):
         index = next(self._sampler_iter)
@@ -273,10 +294,27 @@ class _MultiProcessIter(_BaseIter):
             for i in range(self._num_workers):
                 iq = ctx.Queue()
                 iq.cancel_join_thread()
-                w = ctx.Process(target=_worker.worker_loop, args=(
-                    self._iterable, self._dataset, iq, self._result_queue, self._done_event, self._epoch_value,
-                    self._auto_collation, mode, None if mode != "custom" else self._collate_fn, self._drop_last,
-                    self._base_seed, loader.worker_init_fn, i, self._num_workers, self._prefetch_factor + 1, owner))
+                w = ctx.Process(
+                    target=_worker.worker_loop,
+                    args=(
+                        self._iterable,
+                        self._dataset,
+                        iq,
+                        self._result_queue,
+                        self._done_event,
+                        self._epoch_value,
+                        self._auto_collation,
+                        mode,
+                        None if mode != "custom" else self._collate_fn,
+                        self._drop_last,
+                        self._base_seed,
+                        loader.worker_init_fn,
+                        i,
+                        self._num_workers,
+                        self._prefetch_factor + 1,
+                        owner,
+                    ),
+                )
                 w.daemon = True
                 w.start()
                 self._index_queues.append(iq)
@@ -374,8 +412,9 @@ class _MultiProcessIter(_BaseIter):
                 try:
                     data = _worker.loads(payload, buf)
                 except Exception as e:
-                    data = _worker.ExceptionWrapper(where=f"while receiving a batch from DataLoader worker "
-                                                          f"process {worker_id} ({e})")
+                    data = _worker.ExceptionWrapper(
+                        where=f"while receiving a batch from DataLoader worker process {worker_id} ({e})"
+                    )
             del buf
             if slot is not None and not self._shutdown:
                 self._index_queues[worker_id].put(_worker.Free(slot))
@@ -402,8 +441,10 @@ class _MultiProcessIter(_BaseIter):
             if failed:
                 desc = ", ".join(f"pid {w.pid} exit code {w.exitcode}" for w in failed)
                 self._shutdown_workers()
-                raise RuntimeError(f"DataLoader worker ({desc}) exited unexpectedly. A negative exit code is the "
-                                   "signal that killed it (-9: out of memory or killed).") from e
+                raise RuntimeError(
+                    f"DataLoader worker ({desc}) exited unexpectedly. A negative exit code is the "
+                    "signal that killed it (-9: out of memory or killed)."
+                ) from e
             if isinstance(e, queue.Empty):
                 return False, None
             raise
@@ -469,4 +510,3 @@ def _close(shm) -> None:
         shm.close()
     except BufferError:
         pass
-

@@ -17,8 +17,7 @@ from ..._tensor import Tensor
 from .collate import GatheredBatch
 from .sampler import _rng
 
-__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset",
-           "random_split"]
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset", "ChainDataset", "random_split"]
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -190,14 +189,15 @@ def random_split(dataset: Dataset, lengths: Sequence[int | float], generator=Non
             sizes[i % len(sizes)] += 1
         for i, size in enumerate(sizes):
             if size == 0:
-                warnings.warn(f"Length of split at index {i} is 0. This might result in an empty dataset.",
-                              stacklevel=2)
+                warnings.warn(
+                    f"Length of split at index {i} is 0. This might result in an empty dataset.", stacklevel=2
+                )
         lengths = sizes
     if sum(lengths) != n:
         raise ValueError(f"Sum of input lengths ({sum(lengths)}) does not equal the length of the input dataset ({n})!")
     perm = _rng(generator).permutation(n).tolist()
     out, offset = [], 0
     for length in lengths:
-        out.append(Subset(dataset, perm[offset:offset + length]))
+        out.append(Subset(dataset, perm[offset : offset + length]))
         offset += length
     return out

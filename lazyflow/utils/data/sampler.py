@@ -15,8 +15,14 @@ import numpy as np
 
 from ..._creation import Generator, default_generator
 
-__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
-           "BatchSampler"]
+__all__ = [
+    "Sampler",
+    "SequentialSampler",
+    "RandomSampler",
+    "SubsetRandomSampler",
+    "WeightedRandomSampler",
+    "BatchSampler",
+]
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -28,8 +34,9 @@ def _rng(generator) -> np.random.Generator:
     if generator is None:
         generator = default_generator
     if not isinstance(generator, Generator):
-        raise TypeError(f"generator must be a lazyflow.Generator or numpy.random.Generator, got "
-                        f"{type(generator).__name__}")
+        raise TypeError(
+            f"generator must be a lazyflow.Generator or numpy.random.Generator, got {type(generator).__name__}"
+        )
     seed, offset = generator._next()
     return np.random.Generator(np.random.PCG64([int(seed), int(offset), 0x5A4D]))
 
@@ -73,8 +80,9 @@ class RandomSampler(Sampler[int]):
         TypeError: a non-boolean ``replacement``. ValueError: a non-positive ``num_samples``.
     """
 
-    def __init__(self, data_source: Sized, replacement: bool = False, num_samples: int | None = None,
-                 generator=None) -> None:
+    def __init__(
+        self, data_source: Sized, replacement: bool = False, num_samples: int | None = None, generator=None
+    ) -> None:
         self.data_source = data_source
         self.replacement = replacement
         self._num_samples = num_samples
@@ -131,8 +139,7 @@ class WeightedRandomSampler(Sampler[int]):
         ValueError: a non-positive ``num_samples``, or weights that are not a 1-D sequence.
     """
 
-    def __init__(self, weights: Sequence[float], num_samples: int, replacement: bool = True,
-                 generator=None) -> None:
+    def __init__(self, weights: Sequence[float], num_samples: int, replacement: bool = True, generator=None) -> None:
         if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
             raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
         if not isinstance(replacement, bool):
@@ -147,8 +154,7 @@ class WeightedRandomSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         p = self.weights / self.weights.sum()
-        yield from _rng(self.generator).choice(len(p), size=self.num_samples, replace=self.replacement,
-                                               p=p).tolist()
+        yield from _rng(self.generator).choice(len(p), size=self.num_samples, replace=self.replacement, p=p).tolist()
 
     def __len__(self) -> int:
         return self.num_samples
