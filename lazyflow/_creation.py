@@ -6,6 +6,7 @@ import builtins
 import math
 import operator
 import os
+from typing import cast
 
 import jax
 import numpy as np
@@ -503,7 +504,7 @@ def normal(
     """
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         shape = np.broadcast_shapes(getattr(mean, "shape", ()), getattr(std, "shape", ()))
-        d = mean.dtype if isinstance(mean, Tensor) else std.dtype
+        d = (mean if isinstance(mean, Tensor) else cast(Tensor, std)).dtype
         if not d.is_floating_point:
             raise DTypeError(f"normal expects floating mean/std tensors, got {d}")
         if not isinstance(std, Tensor) and std < 0:

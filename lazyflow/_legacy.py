@@ -9,6 +9,7 @@ built from sizes uninitialised; XLA has no uninitialised buffers, so lazyflow's 
 from __future__ import annotations
 
 import builtins
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,9 @@ def _is_size(a) -> bool:
     return isinstance(a, _INTS) and not isinstance(a, (builtins.bool, np.bool_))
 
 
-def legacy_new(dtype: D.DType, default_device, args: tuple, data=None, size=None, device=None, what: str = "Tensor"):
+def legacy_new(
+    dtype: D.DType, default_device, args: tuple[Any, ...], data=None, size=None, device=None, what: str = "Tensor"
+):
     """The tensor ``lf.Tensor(*args)`` / ``lf.<Type>Tensor(*args)`` builds, of ``dtype``.
 
     Args:
@@ -73,7 +76,7 @@ def legacy_new(dtype: D.DType, default_device, args: tuple, data=None, size=None
             raise TypeError(
                 f"{what}() takes sizes (ints) or one data sequence, got ({', '.join(type(a).__name__ for a in args)})"
             )
-        data = args[0]
+        data = next(iter(args))  # exactly one: none returned above, several raised
     if isinstance(data, Tensor):
         if device is not None:
             raise OpError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from typing import cast
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def _round_(self: Tensor, *, decimals: int = 0) -> Tensor:
 
 def _where(self: Tensor, condition, other) -> Tensor:
     """``self.where(condition, other)`` is ``lf.where(condition, self, other)``."""
-    return F.where(condition, self, other)
+    return cast(Tensor, F.where(condition, self, other))  # three arguments: one tensor
 
 
 def _split(self: Tensor, split_size, dim: int = 0) -> tuple:
@@ -210,11 +211,11 @@ Tensor.__lshift__ = _binop(R["bitwise_left_shift"])
 Tensor.__rlshift__ = _binop(R["bitwise_left_shift"], True)
 Tensor.__rshift__ = _binop(R["bitwise_right_shift"])
 Tensor.__rrshift__ = _binop(R["bitwise_right_shift"], True)
-Tensor.__matmul__ = F.matmul
+Tensor.__matmul__ = F.matmul  # pyright: ignore[reportAttributeAccessIssue]  # (input, other) is (self, other)
 Tensor.__rmatmul__ = lambda self, other: F.matmul(other, self)
-Tensor.__neg__ = F.neg
+Tensor.__neg__ = F.neg  # pyright: ignore[reportAttributeAccessIssue]  # input is self
 Tensor.__pos__ = lambda self: self
-Tensor.__abs__ = F.abs
+Tensor.__abs__ = F.abs  # pyright: ignore[reportAttributeAccessIssue]  # input is self
 Tensor.__eq__ = _binop(R["eq"])
 Tensor.__ne__ = _binop(R["ne"])
 Tensor.__lt__ = _binop(R["lt"])

@@ -11,8 +11,10 @@ their source for writes: an in-place update of one is never seen through another
 from __future__ import annotations
 
 import builtins
+from typing import TYPE_CHECKING
 
 import jax
+import jax.core
 import numpy as np
 
 from ._core import dtypes as D
@@ -73,6 +75,15 @@ class Tensor:
     """An n-dimensional array with autograd, PyTorch's API, backed by a JAX array."""
 
     __slots__ = ("_value", "_meta", "_rg", "grad", "_node", "_oidx", "_version", "_retain", "__weakref__")
+
+    if TYPE_CHECKING:  # attached by lazyflow._methods (the op functions); declared here for the methods below
+
+        def unbind(self, dim: int = 0) -> tuple[Tensor, ...]: ...
+
+        def permute(self, *dims: int) -> Tensor: ...
+
+        def transpose(self, dim0: int, dim1: int) -> Tensor: ...
+
     __array_priority__ = 1000
 
     # ------------------------------------------------------------------ metadata

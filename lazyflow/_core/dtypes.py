@@ -46,7 +46,7 @@ class DType:
 
     __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "_cat")
 
-    def __init__(self, name: str, np_dtype, cat: int):
+    def __init__(self, name: str, np_dtype, cat: builtins.int):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.is_floating_point = cat == 2

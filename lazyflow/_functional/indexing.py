@@ -4,6 +4,7 @@ nonzero, sort/topk, triangular parts, one_hot and pad."""
 from __future__ import annotations
 
 import builtins
+from typing import Any, cast, overload
 
 import numpy as np
 
@@ -39,7 +40,15 @@ __all__ = [
 ]
 
 
-def where(condition, input=None, other=None) -> Tensor:
+@overload
+def where(condition, input: None = None, other: None = None) -> tuple[Tensor, ...]: ...
+
+
+@overload
+def where(condition, input: Any, other: Any) -> Tensor: ...
+
+
+def where(condition, input=None, other=None) -> Tensor | tuple[Tensor, ...]:
     """``input`` where ``condition`` else ``other``, broadcasting all three.
 
     Args:
@@ -256,7 +265,7 @@ def nonzero(input: Tensor, *, as_tuple: bool = False):
 
 def argwhere(input: Tensor) -> Tensor:
     """``nonzero(input)``: an ``(n, ndim)`` int64 tensor of indices."""
-    return nonzero(input)
+    return cast(Tensor, nonzero(input))  # as_tuple=False: one tensor
 
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 
-def _on_scalar(input, fn, dim):
+def _on_scalar(input, fn, dim) -> Any:
     """Run a one-dim op ``fn(x, d)`` on a 0-d ``input`` as on its 1-element view (torch accepts dim 0/-1)."""
     _dim(dim, 0)
     out = fn(reshape(input, 1), 0)
@@ -207,7 +208,8 @@ def permute(input: Tensor, *args, dims=None) -> Tensor:
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap dimensions ``dim0`` and ``dim1``."""
     if input.ndim == 0:
-        _dim(dim0, 0), _dim(dim1, 0)
+        _dim(dim0, 0)
+        _dim(dim1, 0)
         return reshape(input, ())
     a, b = _dim(dim0, input.ndim), _dim(dim1, input.ndim)
     p = list(range(input.ndim))

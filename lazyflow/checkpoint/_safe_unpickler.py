@@ -24,12 +24,14 @@ import pickle
 import pickletools
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from .._core.errors import CheckpointUnpicklingError
 from . import _allowlist as A
+
+_CODE2OP = {o.code: o for o in pickletools.opcodes}  # pickletools.code2op, which the stubs do not declare
 
 __all__ = ["SafeUnpickler", "KEY_DEPTH", "HASH_BUDGET"]
 
@@ -174,7 +176,7 @@ class SafeUnpickler:
         self.fail(f"the metadata pickle is truncated or malformed (at byte {pos} of {n})")
 
     def refuse_opcode(self, op: int):
-        info = pickletools.code2op.get(chr(op))
+        info = _CODE2OP.get(chr(op))
         name = f"{info.name} ({bytes([op])!r})" if info else f"{bytes([op])!r} (not a pickle opcode)"
         self.fail(
             f"weights_only load refused the opcode {name} at byte {self.pos - 1}: lazyflow's metadata never "
@@ -450,7 +452,7 @@ class SafeUnpickler:
                 f"weights_only load refused the dtype state {A.short(state)} for {dt} (only the byte order "
                 "may differ from numpy's own)"
             )
-        dt.__setstate__(state)
+        cast(Any, dt).__setstate__(state)  # np.dtype has __setstate__ at runtime; numpy's stubs omit it
 
     def op_binpersid(self):
         pid = self.pop()

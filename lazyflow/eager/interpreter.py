@@ -11,6 +11,8 @@ reference count), so updates cost O(update); otherwise they copy, and no alias e
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
@@ -32,7 +34,7 @@ from ..ops.table import specialize
 from . import cache as _cache
 
 _stats = _cache.stats
-_get = None
+_get: Callable[[Any], Any] = _cache.entries.get  # the current table's get: set by _use_entries (use_table below)
 
 
 def _use_entries(table) -> None:

@@ -31,12 +31,16 @@ import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing import shared_memory
+from types import TracebackType
+from typing import Any, cast
 
 import numpy as np
 
 from .collate import aligned_empty, numpy_collate, numpy_convert
 
 __all__ = ["WorkerInfo", "get_worker_info"]
+
+_ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 
 # seconds between checks that the other side is alive (the main process on its result queue, a worker on its owner)
 STATUS_CHECK_INTERVAL = 1.0
@@ -81,10 +85,11 @@ class KeyErrorMessage(str):
 class ExceptionWrapper:
     """An exception caught in a worker, with its formatted traceback, re-raised in the main process."""
 
-    def __init__(self, exc_info=None, where: str = "in background") -> None:
-        exc_info = exc_info or sys.exc_info()
+    def __init__(self, exc_info: _ExcInfo | None = None, where: str = "in background") -> None:
+        # built in an ``except`` block: sys.exc_info() holds the exception being handled
+        exc_info = exc_info or cast(_ExcInfo, sys.exc_info())
         self.exc_type = exc_info[0]
-        self.exc_msg = "".join(traceback.format_exception(*exc_info))
+        self.exc_msg = "".join(traceback.format_exception(exc_info[0], exc_info[1], exc_info[2]))
         self.where = where
 
     def reraise(self):
@@ -328,7 +333,7 @@ def _seed_all(base_seed: int, worker_id: int) -> int:
     return seed
 
 
-_NOTHING = object()  # the index queue had nothing within the check interval
+_NOTHING: Any = object()  # the index queue had nothing within the check interval
 
 
 def _exit_on_sigterm(signum, frame):
@@ -362,7 +367,7 @@ def worker_loop(
     """
     global _worker_info
     slots = _Slots(num_slots if collate_mode == "default" else 0)
-    arena = [None]
+    arena: list[_Arena | None] = [None]
 
     def collate(data):
         if collate_mode == "default":
@@ -377,7 +382,7 @@ def worker_loop(
         seed = _seed_all(base_seed, worker_id)
         _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
         init_error = None
-        fetcher = None
+        fetcher: MapFetcher | None = None
         try:
             if init_fn is not None:
                 init_fn(worker_id)
@@ -416,12 +421,13 @@ def worker_loop(
             if ended:
                 continue
             slot, shm = slots.acquire() if collate_mode == "default" else (None, None)
-            arena[0] = _Arena(shm)
+            arena[0] = a = _Arena(shm)
             if init_error is not None:
                 data, init_error = init_error, None
             else:
                 try:
-                    data = fetcher.fetch(index)
+                    # None after a failed init (reported with the first task): the AttributeError is wrapped
+                    data = fetcher.fetch(index)  # pyright: ignore[reportOptionalMemberAccess]
                 except StopIteration:
                     if not iterable:
                         data = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
@@ -429,7 +435,6 @@ def worker_loop(
                         data, ended = IterableStop(worker_id), True
                 except Exception:
                     data = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
-            a = arena[0]
             try:
                 payload = dumps(data, a.views)
             except Exception:
@@ -442,7 +447,7 @@ def worker_loop(
                 if not a.views:
                     slots.release(slot)
                     slot = None
-            name = shm.name if slot is not None else None
+            name = shm.name if slot is not None and shm is not None else None
             arena[0] = None
             del data, a
             result_queue.put((task_epoch, task, worker_id, slot, name, payload))

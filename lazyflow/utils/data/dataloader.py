@@ -17,14 +17,19 @@ import queue
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
 from multiprocessing import resource_tracker, shared_memory
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from . import _worker
 from .collate import default_collate, default_convert, to_lazyflow
 from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, _rng
+
+if TYPE_CHECKING:
+    from multiprocessing.context import DefaultContext, ForkContext, ForkServerContext, SpawnContext
+
+    _Context = DefaultContext | ForkContext | ForkServerContext | SpawnContext
 
 __all__ = ["DataLoader"]
 
@@ -44,7 +49,7 @@ class _InfiniteConstantSampler(Sampler):
 _PRELOAD = ["numpy", "jax", "jax.numpy", "lazyflow.utils.data._worker"]
 
 
-def _context(ctx):
+def _context(ctx) -> _Context:
     if ctx is None:
         if "forkserver" not in multiprocessing.get_all_start_methods():
             return multiprocessing.get_context("spawn")
@@ -57,7 +62,7 @@ def _context(ctx):
             ctx.set_forkserver_preload(current + [m for m in _PRELOAD if m not in current])
         return ctx
     if isinstance(ctx, str):
-        return multiprocessing.get_context(ctx)
+        return cast("_Context", multiprocessing.get_context(ctx))
     return ctx
 
 
@@ -171,9 +176,9 @@ class DataLoader(Generic[T_co]):
             if self._iterable:
                 sampler = _InfiniteConstantSampler()
             elif shuffle:
-                sampler = RandomSampler(dataset, generator=generator)
+                sampler = RandomSampler(cast(Sized, dataset), generator=generator)
             else:
-                sampler = SequentialSampler(dataset)
+                sampler = SequentialSampler(cast(Sized, dataset))
         if batch_size is not None and batch_sampler is None:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.batch_size = batch_size
@@ -192,8 +197,8 @@ class DataLoader(Generic[T_co]):
         return self.batch_sampler is not None
 
     @property
-    def _index_sampler(self):
-        return self.batch_sampler if self._auto_collation else self.sampler
+    def _index_sampler(self) -> Sampler | Iterable:
+        return self.batch_sampler if self.batch_sampler is not None else self.sampler  # _auto_collation
 
     def __iter__(self):
         """A new iterator over one epoch (with persistent workers, the same workers are reused)."""
@@ -210,17 +215,19 @@ class DataLoader(Generic[T_co]):
     def __len__(self) -> int:
         """The number of batches per epoch (for an IterableDataset with ``__len__``, an estimate)."""
         if self._iterable:
-            n = len(self.dataset)
+            n = len(cast(Sized, self.dataset))
             if self.batch_size is not None:
                 n = n // self.batch_size if self.drop_last else -(-n // self.batch_size)
             return n
-        return len(self._index_sampler)
+        return len(cast(Sized, self._index_sampler))
 
     def _base_seed(self) -> int:
         return int(_rng(self.generator).integers(0, 2**62))
 
 
 class _BaseIter:
+    _next_data: Callable[[], Any]  # defined by each subclass (the base class is never instantiated)
+
     def __init__(self, loader: DataLoader) -> None:
         self._dataset = loader.dataset
         self._iterable = loader._iterable
@@ -238,7 +245,7 @@ class _BaseIter:
         return self
 
     def __len__(self) -> int:
-        return len(self._index_sampler)
+        return len(cast(Sized, self._index_sampler))
 
     def _reset(self, loader: DataLoader) -> None:
         self._sampler_iter = iter(self._index_sampler)
@@ -268,6 +275,8 @@ class _MultiProcessIter(_BaseIter):
 
     def __init__(self, loader: DataLoader) -> None:
         super().__init__(loader)
+        if loader.prefetch_factor is None:  # DataLoader sets it (default 2) whenever num_workers > 0
+            raise TypeError("DataLoader with workers needs an int prefetch_factor, got None")
         self._prefetch_factor = loader.prefetch_factor
         self._persistent = loader.persistent_workers
         if self._collate_fn is default_collate:
@@ -433,7 +442,7 @@ class _MultiProcessIter(_BaseIter):
             if ok:
                 return msg
 
-    def _try_receive(self, timeout: float):
+    def _try_receive(self, timeout: float) -> tuple[bool, Any]:
         try:
             return True, self._result_queue.get(timeout=timeout)
         except Exception as e:

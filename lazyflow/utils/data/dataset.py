@@ -6,8 +6,8 @@ import bisect
 import itertools
 import math
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from typing import Generic, TypeVar, cast
 
 import numpy as np
 
@@ -104,8 +104,9 @@ class Subset(Dataset[T_co]):
 
     def __getitems__(self, indices: list[int]) -> list:
         mapped = [self.indices[i] for i in indices]
-        if callable(getattr(self.dataset, "__getitems__", None)):
-            return self.dataset.__getitems__(mapped)
+        getitems: Callable[[list[int]], list] | None = getattr(self.dataset, "__getitems__", None)
+        if callable(getitems):
+            return getitems(mapped)
         return [self.dataset[i] for i in mapped]
 
     def __len__(self) -> int:
@@ -128,7 +129,7 @@ class ConcatDataset(Dataset[T_co]):
         for d in self.datasets:
             if isinstance(d, IterableDataset):
                 raise TypeError("ConcatDataset does not support IterableDataset")
-        self.cumulative_sizes = list(itertools.accumulate(len(d) for d in self.datasets))
+        self.cumulative_sizes = list(itertools.accumulate(len(cast(Sized, d)) for d in self.datasets))
 
     def __len__(self) -> int:
         return self.cumulative_sizes[-1]
@@ -160,7 +161,7 @@ class ChainDataset(IterableDataset):
             yield from d
 
     def __len__(self) -> int:
-        return sum(len(d) for d in self.datasets)
+        return sum(len(cast(Sized, d)) for d in self.datasets)
 
 
 def random_split(dataset: Dataset, lengths: Sequence[int | float], generator=None) -> list[Subset]:
@@ -178,7 +179,7 @@ def random_split(dataset: Dataset, lengths: Sequence[int | float], generator=Non
         ValueError: lengths that do not add up, or a fraction outside [0, 1].
     >>> train, val = random_split(ds, [0.8, 0.2], generator=lf.Generator().manual_seed(42))
     """
-    n = len(dataset)
+    n = len(cast(Sized, dataset))
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
         sizes = []
         for i, frac in enumerate(lengths):

@@ -9,7 +9,7 @@ A ``numpy.random.Generator`` is accepted too.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence, Sized
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 import numpy as np
 
@@ -199,5 +199,5 @@ class BatchSampler(Sampler[list[int]]):
             return
 
     def __len__(self) -> int:
-        n = len(self.sampler)
+        n = len(cast(Sized, self.sampler))
         return n // self.batch_size if self.drop_last else (n + self.batch_size - 1) // self.batch_size
