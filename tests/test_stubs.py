@@ -79,8 +79,8 @@ def test_stub_signatures_match_torch():
         "sum": "(self, dim=..., keepdim: builtins.bool=..., *, dtype=...) -> Tensor",
         "mean": "(self, dim=..., keepdim: builtins.bool=..., *, dtype=...) -> Tensor",
         "transpose": "(self, dim0: builtins.int, dim1: builtins.int) -> Tensor",
-        "view": "(self, *shape) -> Tensor",
-        "new_zeros": "(self, *size, dtype=..., device=..., requires_grad: builtins.bool=...) -> Tensor",
+        "view": "(self, *args, size=..., dtype=...) -> Tensor",  # view(*shape), view(size=), view(dtype)
+        "new_zeros": "(self, *args, size=..., dtype=..., device=..., requires_grad: builtins.bool=...) -> Tensor",
         "backward": "(self, gradient=..., retain_graph: builtins.bool | None=..., create_graph: builtins.bool=..., "
         "inputs=...) -> None",
         "add_": "(self, other, *, alpha=...) -> Tensor",
@@ -91,7 +91,7 @@ def test_stub_signatures_match_torch():
         "__add__": "(self, other) -> Tensor",
         "__rtruediv__": "(self, other) -> Tensor",
         "__eq__": "(self, other) -> Tensor",
-        "__new__": "(cls, *args, **kwargs) -> Self",
+        "__new__": "(cls, *args, data=..., size=..., device=..., **unexpected) -> Self",
         "__len__": "(self) -> builtins.int",
         "numpy": "(self, *, force: builtins.bool=...) -> np.ndarray",
     }
