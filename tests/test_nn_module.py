@@ -424,3 +424,15 @@ def test_load_state_dict_and_conversion_keep_a_compiled_wrapper_valid():
     out = cm(x.double())
     assert out.dtype is lf.float64
     np.testing.assert_allclose(out.numpy(), other.double()(x.double()).numpy(), rtol=1e-12)
+
+
+def test_load_state_dict_never_changes_the_callers_mapping():
+    """An old checkpoint without num_batches_tracked: torch fills it in its own copy; so does lazyflow."""
+    import torch
+
+    t_bn, l_bn = torch.nn.BatchNorm1d(3), lf.nn.BatchNorm1d(3)
+    t_sd = {k: v for k, v in t_bn.state_dict().items() if k != "num_batches_tracked"}
+    l_sd = {k: v.numpy() for k, v in t_sd.items()}
+    t_bn.load_state_dict(t_sd)
+    l_bn.load_state_dict(l_sd)
+    assert sorted(l_sd) == sorted(t_sd) == ["bias", "running_mean", "running_var", "weight"]

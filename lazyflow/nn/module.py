@@ -630,6 +630,8 @@ class Module:
         unexpected: list[str] = []
         errors: list[str] = []
         metadata = getattr(state_dict, "_metadata", None)
+        # our own shallow copy (torch's rule): a module's loading hook may add keys, never to the caller's mapping
+        state_dict = OrderedDict(state_dict)
 
         def load(module, prefix=""):
             local = {} if metadata is None else dict(metadata.get(prefix[:-1], {}))

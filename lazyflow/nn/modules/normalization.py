@@ -112,7 +112,7 @@ class _NormBase(Module):
             # checkpoints from before num_batches_tracked existed load with the current counter (torch's rule)
             key = prefix + "num_batches_tracked"
             if key not in state_dict:
-                # this writes into the caller's mapping: load_state_dict passes it through (torch copies first)
+                # load_state_dict's own copy of the caller's mapping (the caller's dict never changes)
                 state_dict[key] = (  # pyright: ignore[reportIndexIssue]  # the hook's state_dict is typed Mapping
                     self.num_batches_tracked if self.num_batches_tracked is not None else tensor(0, dtype=D.int64)
                 )
