@@ -328,9 +328,6 @@ def _seed_all(base_seed: int, worker_id: int) -> int:
     return seed
 
 
-_NOTHING = object()  # the index queue had nothing within the check interval
-
-
 def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
@@ -374,17 +371,15 @@ def worker_loop(iterable: bool, dataset, index_queue, result_queue, done_event, 
         watch = OwnerWatch(*owner)
         next_check = time.monotonic() + STATUS_CHECK_INTERVAL
         while True:
-            try:
-                r = index_queue.get(timeout=STATUS_CHECK_INTERVAL)
-            except queue.Empty:
-                r = _NOTHING
             now = time.monotonic()
             if now >= next_check:  # also between queued tasks: a busy worker must notice too
                 if not watch.alive():
                     orphaned = True
                     break
                 next_check = now + STATUS_CHECK_INTERVAL
-            if r is _NOTHING:
+            try:
+                r = index_queue.get(timeout=STATUS_CHECK_INTERVAL)
+            except queue.Empty:
                 continue
             if r is None:
                 break
