@@ -97,7 +97,8 @@ def run(quick: bool = False) -> list[dict]:
                f"({'within' if peak <= budget else 'OVER'}); per 1000 misses: {fmt(before)} before evictions, "
                f"{fmt(after)} after")
     print(summary)
-    return [{"case": f"RSS over {pts[-1]['misses']} distinct-shape misses, eager cache defaults", "versus": "",
+    setting = "a 64 MiB budget (quick)" if quick else "eager cache defaults"
+    return [{"case": f"RSS over {pts[-1]['misses']} distinct-shape misses, {setting}", "versus": "",
              "lf": None, "ref": None, "note": summary, "within_budget": peak <= budget, "peak_growth": peak,
              "budget": budget, "slope_before": before, "slope_after": after, "curve": pts}]
 
