@@ -561,6 +561,12 @@ def test_byte_budget_evicts_least_recently_used_entries():
     assert _present(f) == [37, 38, 39]
 
 
+def test_limits_accept_numpy_integers():
+    lf.eager.set_cache_limit(np.int64(7), bytes=np.uint32(2**31))
+    info = _info()
+    assert (info.maxsize, info.maxbytes) == (7, 2**31) and type(info.maxsize) is int and type(info.maxbytes) is int
+
+
 def test_shrinking_the_byte_budget_evicts_at_once_and_both_limits_apply():
     f = Counting()
     xs = {n: _np_tensor(n) for n in range(10, 16)}
@@ -701,6 +707,8 @@ def test_resident_memory_stays_within_the_byte_budget():
         (dict(bytes=1.5e9), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got float 1500000000.0"),
         (dict(bytes="1G"), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got str '1G'"),
         (dict(bytes=True), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got bool True"),
+        (dict(bytes=np.True_), lf.eager.CacheLimitTypeError, "bytes must be a positive int, got bool np.True_"),
+        (dict(n=np.int64(-2)), lf.eager.CacheLimitError, "n must be a positive int, got -2"),
         (dict(n=0), lf.eager.CacheLimitError, "n must be a positive int, got 0"),
         (dict(n=8, bytes=-1), lf.eager.CacheLimitError, "bytes must be a positive int, got -1"),
         ({}, lf.eager.CacheLimitTypeError, "pass n \\(entries\\), bytes, or both"),

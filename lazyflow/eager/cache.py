@@ -33,6 +33,7 @@ without dtype casts or static attributes, left every executable alive there afte
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 from collections import namedtuple
@@ -72,16 +73,20 @@ class CacheLimitTypeError(CacheLimitError, TypeError):
 
 
 def _check_limit(value, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        n = operator.index(value)  # ints and numpy integers; not 2.0, "8", None or numpy bools
+    except TypeError:
         raise CacheLimitTypeError(
             f"set_cache_limit: {what} must be a positive int, got {type(value).__name__} "
             f"{value!r}; pass e.g. {what}={_EXAMPLE[what]}"
-        )
-    if value < 1:
+        ) from None
+    if n < 1:
         raise CacheLimitError(
-            f"set_cache_limit: {what} must be a positive int, got {value!r}; pass e.g. {what}={_EXAMPLE[what]}"
+            f"set_cache_limit: {what} must be a positive int, got {n}; pass e.g. {what}={_EXAMPLE[what]}"
         )
-    return value
+    return n
 
 
 _EXAMPLE = {"n": "4096", "bytes": "2 ** 30"}
