@@ -96,7 +96,7 @@ class LRScheduler:
 
     def get_lr(self) -> list:
         """The next learning rates (computed by ``step()``; read ``get_last_lr()`` instead)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement get_lr() (an abstract method, as in torch)")
 
     def step(self, epoch: int | None = None) -> None:
         """Advance the schedule by one epoch (call after ``optimizer.step()``).
