@@ -182,3 +182,24 @@ def test_launcher_and_init_argument_errors(monkeypatch):
     monkeypatch.setenv("RANK", "0")
     with pytest.raises(DeviceError, match="before JAX starts its backend"):
         init_process_group()
+
+
+def test_launcher_delivers_every_line_of_ranks_that_exit_cleanly():
+    """The last line of a rank (a long RESULT line) reaches the output even when the writer is slow: the launcher
+    waits for its pumps after a clean finish (it once gave them 2 s and dropped rank 0's result under load)."""
+    import io
+
+    from lazyflow.distributed.run import launch
+
+    class SlowOut(io.StringIO):
+        def write(self, s):
+            time.sleep(3)
+            return super().write(s)
+
+    line = "x" * 200_000
+    out = SlowOut()
+    code = launch(2, [sys.executable, "-c", "print('a'); print('x' * 200_000)"], out=out)
+    assert code == 0
+    got = out.getvalue().splitlines()
+    for rank in (0, 1):
+        assert f"[rank {rank}] {line}" in got, [g[:40] for g in got]

@@ -187,8 +187,11 @@ def launch(
         code = 130
     finally:
         _stop(procs)
+        # after a clean finish every line must come through (the last one may be long and the machine busy); a
+        # grandchild that kept the pipe open must not hang the launcher, hence a bound, not an open-ended wait
+        deadline = time.monotonic() + (60.0 if code == 0 else 2.0)
         for t in pumps:
-            t.join(2)
+            t.join(max(0.0, deadline - time.monotonic()))
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
     return code
