@@ -28,7 +28,6 @@ for _n, _f in F.METHODS.items():
 # in-place forms of elementwise ops (relu_, exp_, ...), one generic wrapper per op
 for _n in [
     *(n for n in _UNARY if n not in ("isnan", "isinf", "isfinite", "logsigmoid")),
-    "pow",
     "remainder",
     "floor_divide",
     "fmod",
@@ -205,7 +204,7 @@ Tensor.__floordiv__ = _binop(R["floor_divide"])
 Tensor.__rfloordiv__ = _binop(R["floor_divide"], True)
 Tensor.__mod__ = _binop(R["remainder"])
 Tensor.__rmod__ = _binop(R["remainder"], True)
-Tensor.__pow__ = _binop(R["pow"])
+Tensor.__pow__ = F.pow
 Tensor.__rpow__ = _binop(R["pow"], True)
 Tensor.__lshift__ = _binop(R["bitwise_left_shift"])
 Tensor.__rlshift__ = _binop(R["bitwise_left_shift"], True)

@@ -195,8 +195,18 @@ class Tensor:
         return self._value
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
-        """A numpy array with the tensor's values (a copy: later in-place updates never show in it)."""
+        """A numpy array with the tensor's values (a copy: later in-place updates never show in it).
+
+        Args:
+            force: allow a tensor that requires grad (torch's ``numpy(force=True)``: detach, then convert).
+        Raises:
+            AutogradError: the tensor requires grad while grad mode is on (as torch: call ``detach()`` first).
+            GraphError: a traced tensor (graph mode has no values yet).
+        """
         _concrete(self, "numpy()")
+        if self._rg and not force and state.grad_enabled:
+            raise AutogradError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                                "instead (or numpy(force=True), or read it under lf.no_grad())")
         return np.array(self._value)
 
     def __array__(self, dtype=None, copy=None):

@@ -33,7 +33,7 @@ DTYPES = [
 
 
 def _np(t):
-    return np.asarray(t.numpy()) if isinstance(t, lf.Tensor) else np.asarray(t)
+    return np.asarray(t.detach().numpy()) if isinstance(t, lf.Tensor) else np.asarray(t)
 
 
 def _np_dtype(name):

@@ -39,7 +39,7 @@ class Net(nn.Module):
 
 
 def _np(t):
-    return np.asarray(t.numpy())
+    return np.asarray(t.detach().numpy())
 
 
 def test_function_forward_and_grad_match_jax():

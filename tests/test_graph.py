@@ -11,7 +11,7 @@ from lazyflow.nn import functional as F
 
 
 def _np(t):
-    return np.asarray(t.numpy())
+    return np.asarray(t.detach().numpy())
 
 
 def _model(seed=0):

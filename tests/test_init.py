@@ -62,12 +62,12 @@ def test_uniform_and_normal_distributions_in_place():
     p = _param(200, 200)
     ident = id(p)
     assert init.uniform_(p, -2.0, 3.0) is p and id(p) == ident
-    v = p.numpy()
+    v = p.detach().numpy()
     assert v.min() >= -2.0 and v.max() < 3.0
     _moments_ok(v, 0.5, 25 / 12)
     assert p.is_leaf and p.requires_grad and p.grad_fn is None
     init.normal_(p, 1.5, 0.5)
-    _moments_ok(p.numpy(), 1.5, 0.25)
+    _moments_ok(p.detach().numpy(), 1.5, 0.25)
 
 
 @pytest.mark.parametrize("gain", [1.0, 2.0])
@@ -75,11 +75,11 @@ def test_xavier_distributions(gain):
     p = _param(300, 100)
     std = gain * math.sqrt(2.0 / 400)
     init.xavier_uniform_(p, gain=gain)
-    v = p.numpy()
+    v = p.detach().numpy()
     assert np.abs(v).max() <= math.sqrt(3) * std + 1e-7
     _moments_ok(v, 0.0, std**2)
     init.xavier_normal_(p, gain=gain)
-    _moments_ok(p.numpy(), 0.0, std**2)
+    _moments_ok(p.detach().numpy(), 0.0, std**2)
 
 
 @pytest.mark.parametrize(
@@ -96,11 +96,11 @@ def test_kaiming_distributions(a, mode, nonlinearity):
     fan_in, fan_out = 270, 1080
     std = torch.nn.init.calculate_gain(nonlinearity, a) / math.sqrt(fan_in if mode == "fan_in" else fan_out)
     init.kaiming_uniform_(p, a=a, mode=mode, nonlinearity=nonlinearity)
-    v = p.numpy()
+    v = p.detach().numpy()
     assert np.abs(v).max() <= math.sqrt(3) * std + 1e-7
     _moments_ok(v, 0.0, std**2)
     init.kaiming_normal_(p, a=a, mode=mode, nonlinearity=nonlinearity)
-    _moments_ok(p.numpy(), 0.0, std**2)
+    _moments_ok(p.detach().numpy(), 0.0, std**2)
     with pytest.raises(ValueError, match="Mode fan_avg not supported"):
         init.kaiming_uniform_(p, mode="fan_avg")
 
@@ -109,7 +109,7 @@ def test_kaiming_distributions(a, mode, nonlinearity):
 def test_trunc_normal_bounds_and_moments(mean, std, a, b):
     p = _param(300, 300)
     init.trunc_normal_(p, mean, std, a, b)
-    v = p.numpy().astype(np.float64)
+    v = p.detach().numpy().astype(np.float64)
     assert v.min() >= a and v.max() <= b
     # moments of the truncated normal, in closed form
     alpha, beta = (a - mean) / std, (b - mean) / std
@@ -125,7 +125,7 @@ def test_trunc_normal_bounds_and_moments(mean, std, a, b):
 def test_orthogonal_rows_or_columns_are_orthonormal(shape):
     p = _param(*shape)
     init.orthogonal_(p, gain=2.0)
-    w = p.numpy().reshape(shape[0], -1).astype(np.float64)
+    w = p.detach().numpy().reshape(shape[0], -1).astype(np.float64)
     gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
     np.testing.assert_allclose(gram, 4.0 * np.eye(gram.shape[0]), atol=1e-5)
     with pytest.raises(ValueError, match="2 or more dimensions"):
@@ -139,7 +139,7 @@ def test_orthogonal_matrices_are_haar_distributed():
     for _ in range(draws):
         p = _param(n, n)
         init.orthogonal_(p)
-        firsts.append(p.numpy()[0, 0])
+        firsts.append(p.detach().numpy()[0, 0])
     firsts = np.array(firsts)
     assert abs(firsts.mean()) < 6 * math.sqrt(1 / n / draws)
     assert abs((firsts**2).mean() - 1 / n) < 0.05
@@ -147,14 +147,17 @@ def test_orthogonal_matrices_are_haar_distributed():
 
 def test_deterministic_initialisers_match_torch():
     for shape in ((3, 5), (4, 4)):
-        np.testing.assert_array_equal(init.eye_(_param(*shape)).numpy(), torch.nn.init.eye_(torch.empty(shape)).numpy())
+        np.testing.assert_array_equal(
+            init.eye_(_param(*shape)).detach().numpy(), torch.nn.init.eye_(torch.empty(shape)).numpy()
+        )
     for shape, groups in (((4, 2, 3), 1), ((6, 3, 3, 3), 2), ((2, 2, 1, 3, 3), 1)):
         np.testing.assert_array_equal(
-            init.dirac_(_param(*shape), groups).numpy(), torch.nn.init.dirac_(torch.empty(shape), groups).numpy()
+            init.dirac_(_param(*shape), groups).detach().numpy(),
+            torch.nn.init.dirac_(torch.empty(shape), groups).numpy(),
         )
     p = _param(2, 3)
-    assert np.all(init.constant_(p, 0.25).numpy() == 0.25)
-    assert np.all(init.ones_(p).numpy() == 1) and np.all(init.zeros_(p).numpy() == 0)
+    assert np.all(init.constant_(p, 0.25).detach().numpy() == 0.25)
+    assert np.all(init.ones_(p).detach().numpy() == 1) and np.all(init.zeros_(p).detach().numpy() == 0)
     with pytest.raises(lf.ShapeError, match="2-D"):
         init.eye_(_param(2, 2, 2))
 
@@ -162,7 +165,7 @@ def test_deterministic_initialisers_match_torch():
 def test_sparse_zeroes_a_fixed_fraction_of_each_column():
     p = _param(20, 30)
     init.sparse_(p, sparsity=0.3, std=0.5)
-    zeros_per_col = (p.numpy() == 0).sum(axis=0)
+    zeros_per_col = (p.detach().numpy() == 0).sum(axis=0)
     assert np.all(zeros_per_col == math.ceil(0.3 * 20))
 
 
@@ -179,11 +182,11 @@ def test_initialisers_use_the_given_generator():
     ):
         fn(a, generator=g1)
         fn(b, generator=g2)
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
     lf.manual_seed(0)
-    c = init.normal_(_param(4, 4)).numpy()
+    c = init.normal_(_param(4, 4)).detach().numpy()
     lf.manual_seed(0)
-    np.testing.assert_array_equal(init.normal_(_param(4, 4)).numpy(), c)
+    np.testing.assert_array_equal(init.normal_(_param(4, 4)).detach().numpy(), c)
 
 
 # ---------------------------------------------------------------- nn.utils
@@ -238,14 +241,14 @@ def test_clip_grad_value_matches_torch():
 def test_parameters_to_vector_and_back_match_torch():
     lps, tps = _grads_pair(3)
     vec = nn.utils.parameters_to_vector(lps)
-    np.testing.assert_array_equal(vec.numpy(), torch.nn.utils.parameters_to_vector(tps).detach().numpy())
+    np.testing.assert_array_equal(vec.detach().numpy(), torch.nn.utils.parameters_to_vector(tps).detach().numpy())
     ids = [id(p) for p in lps]
     new = np.arange(vec.shape[0], dtype=np.float32)
     nn.utils.vector_to_parameters(lf.tensor(new), lps)
     torch.nn.utils.vector_to_parameters(torch.tensor(new), tps)
     assert [id(p) for p in lps] == ids
     for lp, tp in zip(lps, tps):
-        np.testing.assert_array_equal(lp.numpy(), tp.detach().numpy())
+        np.testing.assert_array_equal(lp.detach().numpy(), tp.detach().numpy())
         assert type(lp) is nn.Parameter and lp.requires_grad
     with pytest.raises(lf.ShapeError, match="has 3 elements but the parameters hold 25"):
         nn.utils.vector_to_parameters(lf.zeros(3), lps)

@@ -289,7 +289,7 @@ def test_inplace_on_leaf_requiring_grad_raises():
         with pytest.raises(lf.AutogradError, match="leaf"):
             fn()
     assert issubclass(lf.AutogradError, RuntimeError)
-    np.testing.assert_array_equal(w.numpy(), np.ones(3))
+    np.testing.assert_array_equal(w.detach().numpy(), np.ones(3))
     assert w._version == 0
 
 
@@ -299,7 +299,7 @@ def test_inplace_on_leaf_under_no_grad_is_allowed():
         w.sub_(lf.tensor([0.5, 1.0, 1.5]))
         w[2] = 7.0
     assert w.requires_grad and w.is_leaf and w.grad_fn is None
-    np.testing.assert_array_equal(w.numpy(), [0.5, 0.0, 7.0])
+    np.testing.assert_array_equal(w.detach().numpy(), [0.5, 0.0, 7.0])
     (w * w).sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), [1.0, 0.0, 14.0])
 
@@ -552,6 +552,6 @@ def test_pickle_of_leaf_requiring_grad_after_no_grad_update():
         w.mul_(3.0)
     w2 = pickle.loads(pickle.dumps(w))
     assert w2.requires_grad and w2.is_leaf and w2.grad is None
-    np.testing.assert_array_equal(w2.numpy(), [3.0, 6.0])
+    np.testing.assert_array_equal(w2.detach().numpy(), [3.0, 6.0])
     with pytest.raises(lf.AutogradError):
         w2.add_(1.0)

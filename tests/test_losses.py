@@ -229,7 +229,7 @@ def test_functional_loss_matches_torch(name, make, call, mode):
     if mode == "graph":
         fn = lf.compile(fn)
     out = fn(*lts.values())
-    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=RTOL, atol=ATOL)
     out.backward(lf.tensor(cot))
     np.testing.assert_allclose(lts["input"].grad.numpy(), tts["input"].grad.numpy(), rtol=RTOL, atol=ATOL)
 
@@ -265,7 +265,7 @@ def test_loss_modules_match_torch(cls, kwargs, case):
     tout.backward()
     x = lf.tensor(arrays["input"], requires_grad=True)
     out = lm(x, lf.tensor(arrays["target"]))
-    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=RTOL, atol=ATOL)
     out.backward()
     np.testing.assert_allclose(x.grad.numpy(), x_t.grad.numpy(), rtol=RTOL, atol=ATOL)
 

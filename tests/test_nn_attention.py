@@ -61,7 +61,7 @@ def test_sdpa_vs_torch(case, compiled):
     run = lf.compile(lf_fn) if compiled else lf_fn
     yl = run(q[0], k[0], v[0], masks[0])
     yt = torch.nn.functional.scaled_dot_product_attention(q[1], k[1], v[1], attn_mask=masks[1], **kw)
-    _close(yl.numpy(), yt.detach().numpy(), "forward")
+    _close(yl.detach().numpy(), yt.detach().numpy(), "forward")
     g = _arr(tuple(yt.shape), 9)
     (yl * lf.tensor(g)).sum().backward()
     (yt * torch.tensor(g)).sum().backward()
@@ -145,9 +145,9 @@ def _run_mha(case, mask_kind, need_weights, average, compiled, train):
     run = lf.compile(lm) if compiled else lm
     ol, wl = run(*[p[0] for p in pairs], need_weights=need_weights, average_attn_weights=average, **lmask)
     ot, wt = tm(*[p[1] for p in pairs], need_weights=need_weights, average_attn_weights=average, **tmask)
-    _close(ol.numpy(), ot.detach().numpy(), "attn_output")
+    _close(ol.detach().numpy(), ot.detach().numpy(), "attn_output")
     if need_weights:
-        _close(wl.numpy(), wt.detach().numpy(), "attn_weights")
+        _close(wl.detach().numpy(), wt.detach().numpy(), "attn_weights")
     else:
         assert wl is None and wt is None
     g = _arr(tuple(ot.shape), 7)
@@ -174,10 +174,10 @@ def test_mha_keys_shapes_repr_init(case):
     e = kw["embed_dim"]
     if lm.in_proj_weight is not None:
         bound = math.sqrt(6.0 / (e + 3 * e))  # xavier_uniform_ on (3E, E)
-        w = lm.in_proj_weight.numpy()
+        w = lm.in_proj_weight.detach().numpy()
         assert np.abs(w).max() <= bound and w.std() > 0.4 * bound
     if lm.in_proj_bias is not None:
-        assert not lm.in_proj_bias.numpy().any() and not lm.out_proj.bias.numpy().any()
+        assert not lm.in_proj_bias.detach().numpy().any() and not lm.out_proj.bias.detach().numpy().any()
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "graph"])
@@ -212,7 +212,7 @@ def test_mha_is_causal_hint_vs_torch():
         is_causal=True,
         need_weights=False,
     )[0]
-    _close(ol.numpy(), ot.detach().numpy())
+    _close(ol.detach().numpy(), ot.detach().numpy())
     with pytest.raises(RuntimeError, match="attn_mask"):
         lm(lf.tensor(x), lf.tensor(x), lf.tensor(x), is_causal=True)
 
@@ -221,10 +221,10 @@ def test_mha_dropout_only_in_training():
     m = lf.nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True)
     x = lf.tensor(_arr((2, 5, 8), 0))
     m.eval()
-    a, b = m(x, x, x)[0].numpy(), m(x, x, x)[0].numpy()
+    a, b = m(x, x, x)[0].detach().numpy(), m(x, x, x)[0].detach().numpy()
     np.testing.assert_array_equal(a, b)
     m.train()
-    assert not np.array_equal(m(x, x, x)[0].numpy(), m(x, x, x)[0].numpy())
+    assert not np.array_equal(m(x, x, x)[0].detach().numpy(), m(x, x, x)[0].detach().numpy())
 
 
 # ---------------------------------------------------------------- Transformer encoder
@@ -273,7 +273,7 @@ def test_transformer_encoder_vs_torch(case, compiled):
     run = lf.compile(lm) if compiled else lm
     yl = run(xl, mask=lf.tensor(mask), src_key_padding_mask=lf.tensor(kpm))
     yt = tm(xt, mask=torch.tensor(mask), src_key_padding_mask=torch.tensor(kpm))
-    _close(yl.numpy(), yt.detach().numpy(), "forward")
+    _close(yl.detach().numpy(), yt.detach().numpy(), "forward")
     g = _arr(xs, 2)
     (yl * lf.tensor(g)).sum().backward()
     (yt * torch.tensor(g)).sum().backward()
@@ -290,7 +290,7 @@ def test_encoder_layer_eval_disables_dropout_like_torch():
     tm.eval()
     x = _arr((4, 2, 8), 3)
     xt = torch.tensor(x, requires_grad=True)  # grad enabled: torch takes its regular (non fast-path) route
-    _close(lm(lf.tensor(x)).numpy(), tm(xt).detach().numpy())
+    _close(lm(lf.tensor(x)).detach().numpy(), tm(xt).detach().numpy())
 
 
 # ---------------------------------------------------------------- bad input

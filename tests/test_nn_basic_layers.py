@@ -131,7 +131,7 @@ def test_forward_and_gradients_match_torch(name, ctor, specs, mode):
     xs = [lf.tensor(a, requires_grad=a.dtype == np.float32) for a in arrays]
     run = lf.compile(lm) if mode == "graph" else lm
     out = run(*xs)
-    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=RTOL, atol=ATOL)
     out.backward(lf.tensor(cot))
     for x, t in zip(xs, ts):
         if t.requires_grad:
@@ -150,7 +150,7 @@ def test_state_dict_round_trips_and_deepcopy(name, ctor, specs):
     lm, tm = _pair(ctor)
     arrays = _inputs(specs, seed=3)
     xs = [lf.tensor(a) for a in arrays]
-    ref = lm(*xs).numpy()
+    ref = lm(*xs).detach().numpy()
 
     # lazyflow -> torch: torch computes the same outputs with lazyflow's weights
     tm.load_state_dict({k: torch.tensor(v.numpy()) for k, v in lm.state_dict().items()})
@@ -162,17 +162,17 @@ def test_state_dict_round_trips_and_deepcopy(name, ctor, specs):
     params_before = [id(p) for p in other.parameters()]
     other.load_state_dict(lm.state_dict())
     assert [id(p) for p in other.parameters()] == params_before
-    np.testing.assert_allclose(other(*xs).numpy(), ref, rtol=0, atol=0)
+    np.testing.assert_allclose(other(*xs).detach().numpy(), ref, rtol=0, atol=0)
 
     # deepcopy: equal outputs, independent parameters
     clone = copy.deepcopy(lm)
-    np.testing.assert_allclose(clone(*xs).numpy(), ref, rtol=0, atol=0)
+    np.testing.assert_allclose(clone(*xs).detach().numpy(), ref, rtol=0, atol=0)
     for (n, p), (n2, p2) in zip(lm.named_parameters(), clone.named_parameters()):
         assert n == n2 and p is not p2 and type(p2) is nn.Parameter
     with lf.no_grad():
         for p in clone.parameters():
             p.add_(1.0)
-    np.testing.assert_allclose(lm(*xs).numpy(), ref, rtol=0, atol=0)
+    np.testing.assert_allclose(lm(*xs).detach().numpy(), ref, rtol=0, atol=0)
 
 
 def test_train_eval_flags_follow_torch():
@@ -197,17 +197,17 @@ def _check_uniform(values: np.ndarray, bound: float):
 
 def test_linear_and_bilinear_default_init_follow_torch_bounds():
     lin = nn.Linear(64, 256)
-    _check_uniform(lin.weight.numpy(), 1 / math.sqrt(64))  # kaiming_uniform(a=sqrt(5)) == U(+-1/sqrt(fan_in))
-    _check_uniform(lin.bias.numpy(), 1 / math.sqrt(64))
+    _check_uniform(lin.weight.detach().numpy(), 1 / math.sqrt(64))  # kaiming_uniform(a=sqrt(5)) == U(+-1/sqrt(fan_in))
+    _check_uniform(lin.bias.detach().numpy(), 1 / math.sqrt(64))
     bil = nn.Bilinear(16, 8, 64)
-    _check_uniform(bil.weight.numpy(), 1 / math.sqrt(16))
+    _check_uniform(bil.weight.detach().numpy(), 1 / math.sqrt(16))
     assert lin.weight.requires_grad and lin.weight.dtype is lf.float32
     assert nn.Linear(2, 3, dtype=lf.float64).weight.dtype is lf.float64
 
 
 def test_embedding_default_init_is_standard_normal_with_zero_padding_row():
     emb = nn.Embedding(400, 50, padding_idx=3)
-    w = emb.weight.numpy()
+    w = emb.weight.detach().numpy()
     assert np.all(w[3] == 0)
     rest = np.delete(w, 3, axis=0)
     assert abs(rest.mean()) < 5 / math.sqrt(rest.size)
@@ -216,10 +216,10 @@ def test_embedding_default_init_is_standard_normal_with_zero_padding_row():
 
 def test_seeded_construction_is_reproducible():
     lf.manual_seed(7)
-    a = nn.Linear(5, 5).weight.numpy()
+    a = nn.Linear(5, 5).weight.detach().numpy()
     lf.manual_seed(7)
-    b = nn.Linear(5, 5).weight.numpy()
-    c = nn.Linear(5, 5).weight.numpy()
+    b = nn.Linear(5, 5).weight.detach().numpy()
+    c = nn.Linear(5, 5).weight.detach().numpy()
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(b, c)
 
@@ -298,8 +298,8 @@ def test_embedding_max_norm_renormalises_looked_up_rows_like_torch():
     idx = np.array([[0, 2], [2, 5]])
     out = lm(lf.tensor(idx))
     tout = tm(torch.tensor(idx))
-    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-5)
-    np.testing.assert_allclose(lm.weight.numpy(), tm.weight.detach().numpy(), rtol=1e-5)
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-5)
+    np.testing.assert_allclose(lm.weight.detach().numpy(), tm.weight.detach().numpy(), rtol=1e-5)
 
 
 def test_embedding_from_pretrained_is_frozen():

@@ -120,7 +120,7 @@ def _check_fn(lf_fn, torch_fn, shapes, seed=0, compiled=False):
     run = lf.compile(lf_fn) if compiled else lf_fn
     yl = run(*[p[0] for p in pairs])
     yt = torch_fn(*[p[1] for p in pairs])
-    _close(yl.numpy(), yt.detach().numpy(), "forward")
+    _close(yl.detach().numpy(), yt.detach().numpy(), "forward")
     g = np.random.default_rng(seed + 99).standard_normal(tuple(yt.shape)).astype(np.float32)
     (yl * lf.tensor(g)).sum().backward()
     (yt * torch.tensor(g)).sum().backward()
@@ -241,7 +241,7 @@ def test_max_pool_return_indices_vs_torch(nd, xs, kw):
     tfn = torch.nn.functional.max_pool2d if nd == 2 else torch.nn.functional.max_pool1d
     yl, il = fn(xl, return_indices=True, **kw)
     yt, it = tfn(xt, return_indices=True, **kw)
-    _close(yl.numpy(), yt.detach().numpy())
+    _close(yl.detach().numpy(), yt.detach().numpy())
     assert il.dtype == lf.int64
     np.testing.assert_array_equal(il.numpy(), it.numpy())
     yl.sum().backward()
@@ -332,7 +332,7 @@ def test_layer_forward_backward_vs_torch(case, compiled):
     xl, xt = _pair(xs, 7)
     run = lf.compile(lm) if compiled else lm
     yl, yt = run(xl), tm(xt)
-    _close(yl.numpy(), yt.detach().numpy(), "forward")
+    _close(yl.detach().numpy(), yt.detach().numpy(), "forward")
     g = np.random.default_rng(8).standard_normal(tuple(yt.shape)).astype(np.float32)
     (yl * lf.tensor(g)).sum().backward()
     (yt * torch.tensor(g)).sum().backward()
@@ -355,7 +355,7 @@ def test_conv_default_init_distribution(ctor, fan_in):
     sizes = []
     for _ in range(6):
         m = ctor(lf.nn)
-        w, b = m.weight.numpy(), m.bias.numpy()
+        w, b = m.weight.detach().numpy(), m.bias.detach().numpy()
         bound = 1 / math.sqrt(fan_in)  # kaiming_uniform_(a=sqrt(5)) gives exactly 1/sqrt(fan_in)
         assert np.abs(w).max() <= bound and np.abs(b).max() <= bound
         sizes.append(w.ravel())
@@ -369,7 +369,7 @@ def test_conv_transpose_output_size_vs_torch():
     xl, xt = _pair((1, 3, 4, 4), 1)
     yl, yt = lm(xl, output_size=[8, 8]), tm(xt, output_size=[8, 8])
     assert yl.shape == tuple(yt.shape) == (1, 2, 8, 8)
-    _close(yl.numpy(), yt.detach().numpy())
+    _close(yl.detach().numpy(), yt.detach().numpy())
     with pytest.raises(lf.ShapeError, match="ConvTranspose2d"):
         lm(xl, output_size=[12, 12])
 
@@ -417,10 +417,10 @@ def test_state_dict_round_trip_and_deepcopy(case):
     _, ctor, xs = case
     lm, tm = _pair_module(ctor)
     x = lf.tensor(np.random.default_rng(5).standard_normal(xs).astype(np.float32))
-    want = lm(x).numpy()
+    want = lm(x).detach().numpy()
     clone = copy.deepcopy(lm)
     assert all(a is not b for a, b in zip(clone.parameters(), lm.parameters()))
-    np.testing.assert_array_equal(clone(x).numpy(), want)
+    np.testing.assert_array_equal(clone(x).detach().numpy(), want)
     tm2 = ctor(torch.nn)  # lazyflow's state_dict loads into torch and gives torch's numbers
     tm2.load_state_dict({k: torch.tensor(v.numpy()) for k, v in lm.state_dict().items()})
     _close(want, tm2(torch.tensor(x.numpy())).detach().numpy())

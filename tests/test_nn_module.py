@@ -161,18 +161,18 @@ def test_load_torch_state_dict_numpy_in_place(pair):
     assert repr(result) == "<All keys matched successfully>"
     for n, p in lm.named_parameters():
         assert id(p) == ids[n] and p._version > versions[n] and p.requires_grad and type(p) is nn.Parameter
-        np.testing.assert_array_equal(p.numpy(), tm.get_parameter(n).detach().numpy())
+        np.testing.assert_array_equal(p.detach().numpy(), tm.get_parameter(n).detach().numpy())
     assert lm.first.count.numpy().tolist() == [5.0]
     assert lm.bias.grad is not None  # loading leaves gradients alone
     x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
-    np.testing.assert_allclose(lm(lf.tensor(x)).numpy(), tm(torch.tensor(x)).detach().numpy(), rtol=1e-5)
+    np.testing.assert_allclose(lm(lf.tensor(x)).detach().numpy(), tm(torch.tensor(x)).detach().numpy(), rtol=1e-5)
 
 
 def test_load_state_dict_accepts_tensors_lists_and_casts_to_parameter_dtype():
     m = nn.Linear(2, 1).double()
     m.load_state_dict({"weight": [[1, 2]], "bias": lf.tensor([0.5], dtype=lf.float32)})
     assert m.weight.dtype is lf.float64 and m.bias.dtype is lf.float64
-    assert m.weight.numpy().tolist() == [[1.0, 2.0]] and m.bias.numpy().tolist() == [0.5]
+    assert m.weight.detach().numpy().tolist() == [[1.0, 2.0]] and m.bias.detach().numpy().tolist() == [0.5]
 
 
 def test_load_state_dict_strict_reports_every_problem_once():
@@ -196,13 +196,13 @@ def test_load_state_dict_strict_reports_every_problem_once():
 
 def test_load_state_dict_non_strict_returns_keys_but_still_rejects_shape_mismatch():
     m = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
-    before = m[1].weight.numpy().copy()
+    before = m[1].weight.detach().numpy().copy()
     sd = {"0.weight": lf.ones(3, 2), "0.bias": lf.ones(3), "junk": lf.ones(1)}
     res = m.load_state_dict(sd, strict=False)
     assert res.missing_keys == ["1.weight", "1.bias"] and res.unexpected_keys == ["junk"]
     assert res == (["1.weight", "1.bias"], ["junk"])
-    np.testing.assert_array_equal(m[0].weight.numpy(), np.ones((3, 2)))
-    np.testing.assert_array_equal(m[1].weight.numpy(), before)
+    np.testing.assert_array_equal(m[0].weight.detach().numpy(), np.ones((3, 2)))
+    np.testing.assert_array_equal(m[1].weight.detach().numpy(), before)
     with pytest.raises(lf.CheckpointError, match="size mismatch for 0.bias"):
         m.load_state_dict({"0.bias": lf.ones(2)}, strict=False)
 
@@ -231,7 +231,7 @@ def test_custom_load_and_save_hooks():
     m = nn.Sequential(Legacy(2, 2))
     assert list(m.state_dict()) == ["0.weight", "0.bias", "0.version"]
     m.load_state_dict({"0.w": lf.ones(2, 2), "0.bias": lf.zeros(2), "0.version": lf.tensor(1)})
-    np.testing.assert_array_equal(m[0].weight.numpy(), np.ones((2, 2)))
+    np.testing.assert_array_equal(m[0].weight.detach().numpy(), np.ones((2, 2)))
 
 
 def test_forward_hooks_and_handles():
@@ -241,16 +241,16 @@ def test_forward_hooks_and_handles():
     h2 = m.register_forward_hook(lambda mod, args, out: calls.append("b") or out + 1)
     m.register_forward_hook(lambda mod, args, out: calls.append("a"), prepend=True)
     out = m(lf.ones(1, 2))
-    np.testing.assert_allclose(out.numpy(), m.bias.numpy()[None] + 1, rtol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), m.bias.detach().numpy()[None] + 1, rtol=1e-6)
     assert calls == ["a", "b"]
     h1.remove()
     h2.remove()
     h2.remove()  # idempotent
-    np.testing.assert_allclose(m(lf.zeros(1, 2)).numpy(), m.bias.numpy()[None], rtol=1e-6)
+    np.testing.assert_allclose(m(lf.zeros(1, 2)).detach().numpy(), m.bias.detach().numpy()[None], rtol=1e-6)
     with m.register_forward_pre_hook(lambda mod, args, kwargs: ((args[0] + 1,), kwargs), with_kwargs=True):
-        expected = np.ones((1, 2), np.float32) @ m.weight.numpy().T + m.bias.numpy()
-        np.testing.assert_allclose(m(lf.zeros(1, 2)).numpy(), expected, rtol=1e-6)
-    np.testing.assert_allclose(m(lf.zeros(1, 2)).numpy(), m.bias.numpy()[None], rtol=1e-6)
+        expected = np.ones((1, 2), np.float32) @ m.weight.detach().numpy().T + m.bias.detach().numpy()
+        np.testing.assert_allclose(m(lf.zeros(1, 2)).detach().numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(m(lf.zeros(1, 2)).detach().numpy(), m.bias.detach().numpy()[None], rtol=1e-6)
     seen = []
     m.register_forward_hook(lambda mod, args, out: seen.append(out), always_call=True)
     with pytest.raises(lf.ShapeError):
@@ -302,7 +302,7 @@ def test_module_repr_matches_torch(pair):
 
 def _check_clone(clone, original, x, ref):
     assert list(clone.state_dict()) == list(original.state_dict())
-    np.testing.assert_allclose(clone(x).numpy(), ref, rtol=1e-6)
+    np.testing.assert_allclose(clone(x).detach().numpy(), ref, rtol=1e-6)
     assert all(a is not b for a, b in zip(clone.parameters(), original.parameters()))
     assert all(type(p) is nn.Parameter and p.requires_grad for p in clone.parameters())
 
@@ -314,7 +314,7 @@ def test_deepcopy_preserves_structure_and_sharing(pair):
         nn.init.normal_(p)
     x = lf.randn(2, 3)
     clone = copy.deepcopy(lm)
-    _check_clone(clone, lm, x, lm(x).numpy())
+    _check_clone(clone, lm, x, lm(x).detach().numpy())
     assert clone.shared is clone.first  # a shared submodule stays shared
     assert "cache" in clone.first._buffers and "cache" not in clone.first.state_dict()
 
@@ -325,7 +325,7 @@ def test_pickle_round_trip():
     m.register_buffer("cache", lf.ones(2), persistent=False)
     x = lf.randn(2, 3)
     clone = pickle.loads(pickle.dumps(m))
-    _check_clone(clone, m, x, m(x).numpy())
+    _check_clone(clone, m, x, m(x).detach().numpy())
     assert clone[0] is clone[2] and not clone.training
     assert "cache" in clone._buffers and "cache" not in clone.state_dict()
 
@@ -338,7 +338,7 @@ def test_parameter_basics():
     q = copy.deepcopy(p)
     assert type(q) is nn.Parameter and q is not p and q.requires_grad
     r = pickle.loads(pickle.dumps(p))
-    assert type(r) is nn.Parameter and r.numpy().tolist() == [1.0, 2.0]
+    assert type(r) is nn.Parameter and r.detach().numpy().tolist() == [1.0, 2.0]
     assert nn.Parameter().shape == (0,)
     with pytest.raises(lf.DTypeError):
         nn.Parameter(lf.tensor([1, 2]))
@@ -363,7 +363,7 @@ def test_sequential_indexing_slicing_append():
     named = nn.Sequential(OrderedDict([("enc", a), ("act", b)]))
     assert list(named.state_dict()) == ["enc.weight", "enc.bias"] and named.act is b
     x = lf.ones(4, 2)
-    np.testing.assert_allclose(s(x).numpy(), c(b(a(x))).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(s(x).detach().numpy(), c(b(a(x))).detach().numpy(), rtol=1e-6)
 
 
 def test_module_list_and_dict_and_parameter_containers():
@@ -413,17 +413,17 @@ def test_load_state_dict_and_conversion_keep_a_compiled_wrapper_valid():
     m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
     cm = lf.compile(m)
     x = lf.randn(5, 3)
-    before = cm(x).numpy()
+    before = cm(x).detach().numpy()
     other = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
     m.load_state_dict(other.state_dict())
-    after = cm(x).numpy()
+    after = cm(x).detach().numpy()
     assert not np.allclose(before, after)
-    np.testing.assert_allclose(after, other(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(after, other(x).detach().numpy(), rtol=1e-6)
     assert list(cm.state_dict()) == list(m.state_dict())
     m.double()
     out = cm(x.double())
     assert out.dtype is lf.float64
-    np.testing.assert_allclose(out.numpy(), other.double()(x.double()).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(out.detach().numpy(), other.double()(x.double()).detach().numpy(), rtol=1e-12)
 
 
 def test_load_state_dict_never_changes_the_callers_mapping():

@@ -100,7 +100,7 @@ def test_forward_backward_vs_torch(case, mode, compiled):
     run = lf.compile(lm) if compiled else lm
     xl, xt = _pair(xs, 3)
     yl, yt = run(xl), tm(xt)
-    _close(yl.numpy(), yt.detach().numpy(), "forward")
+    _close(yl.detach().numpy(), yt.detach().numpy(), "forward")
     g = np.random.default_rng(4).standard_normal(xs).astype(np.float32)
     (yl * lf.tensor(g)).sum().backward()
     (yt * torch.tensor(g)).sum().backward()
@@ -123,13 +123,13 @@ def test_batchnorm_running_stats_over_steps_in_place(case, compiled):
     run = lf.compile(lm) if compiled else lm
     for step in range(4):
         xl, xt = _pair(xs, 10 + step)
-        _close(run(xl).numpy(), tm(xt).detach().numpy(), f"train step {step}")
+        _close(run(xl).detach().numpy(), tm(xt).detach().numpy(), f"train step {step}")
         _check_buffers(lm, tm)
     assert {k: id(b) for k, b in lm.named_buffers()} == bufs  # updated in place, same objects
     lm.eval()
     tm.eval()
     xl, xt = _pair(xs, 20)
-    _close(run(xl).numpy(), tm(xt).detach().numpy(), "eval uses running stats")
+    _close(run(xl).detach().numpy(), tm(xt).detach().numpy(), "eval uses running stats")
     _check_buffers(lm, tm)
 
 
@@ -162,7 +162,7 @@ def test_functional_forms_vs_torch():
         (F.rms_norm(xl, [4, 5]), torch.nn.functional.rms_norm(xt, [4, 5])),
     ]
     for i, (a, b) in enumerate(cases):
-        _close(a.numpy(), b.detach().numpy(), f"case {i}")
+        _close(a.detach().numpy(), b.detach().numpy(), f"case {i}")
     _close(rml.numpy(), rmt.numpy(), "running_mean")
     _close(rvl.numpy(), rvt.numpy(), "running_var")
     sum(((a * (i + 1)).sum() for i, (a, _) in enumerate(cases)), lf.tensor(0.0)).backward()

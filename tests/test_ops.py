@@ -714,9 +714,9 @@ _red(
     grad2=True,
 )
 _red(
-    "softmax_dim0_int",
+    "softmax_dim0_int_dtype",
     "softmax",
-    lambda x: lf.softmax(x, 0),
+    lambda x: lf.softmax(x, 0, dtype=lf.float32),
     lambda xp, x: xp.exp(x) / xp.exp(x).sum(0),
     dtypes=(I64,),
     out=F32,

@@ -54,7 +54,7 @@ def _set_grads(params, grads, lib):
 
 def _close(lf_params, torch_params, rtol=RTOL):
     for a, b in zip(lf_params, torch_params):
-        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=rtol, atol=1e-6)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=rtol, atol=1e-6)
 
 
 @pytest.mark.parametrize("name,kwargs,second", CASES)
@@ -67,7 +67,7 @@ def test_matches_torch_with_state_dict_round_trip(name, kwargs, second):
     for k in range(STEPS):
         if k == STEPS // 2:
             saved = copy.deepcopy(lo.state_dict())
-            lp = [lf.tensor(p.numpy(), requires_grad=True) for p in lp]  # a fresh model and optimizer resume
+            lp = [lf.tensor(p.detach().numpy(), requires_grad=True) for p in lp]  # a fresh model and optimizer resume
             lo = getattr(lf.optim, name)(_groups(lp, second), **kwargs)
             lo.load_state_dict(saved)
         _set_grads(lp, grads[k], lf)
@@ -127,7 +127,7 @@ def test_state_dict_layout_matches_torch(name, kwargs):
     to.step()
     assert layout(lo.state_dict()) == layout(to.state_dict())
     assert list(lo.state_dict()["state"]) == list(to.state_dict()["state"])
-    np.testing.assert_array_equal(lp[2].numpy(), init[2])
+    np.testing.assert_array_equal(lp[2].detach().numpy(), init[2])
 
 
 def test_changing_hyperparameters_does_not_recompile():
@@ -200,7 +200,7 @@ def test_donation_never_invalidates_live_references():
         opt.step()
     np.testing.assert_array_equal(held.numpy(), before)
     np.testing.assert_array_equal(snapshot["state"][0]["momentum_buffer"].numpy(), buf)
-    assert not np.array_equal(p.numpy(), before)
+    assert not np.array_equal(p.detach().numpy(), before)
 
 
 def test_step_donates_buffers_and_copies_only_shared_ones():
@@ -306,7 +306,7 @@ def test_parameters_and_closure():
 
     loss = opt.step(closure)
     np.testing.assert_allclose(loss.item(), 14.0)
-    np.testing.assert_allclose(w.numpy(), np.array([1.0, -2.0, 3.0]) * 0.5)
+    np.testing.assert_allclose(w.detach().numpy(), np.array([1.0, -2.0, 3.0]) * 0.5)
     assert isinstance(w, lf.nn.Parameter)
 
 
@@ -321,7 +321,7 @@ def test_zero_grad():
     opt.zero_grad()
     assert p.grad is None
     opt.step()  # no gradients: nothing happens
-    np.testing.assert_array_equal(p.numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(p.detach().numpy(), [1.0, 2.0])
 
 
 def test_pure_update_is_what_step_runs():
@@ -340,7 +340,7 @@ def test_pure_update_is_what_step_runs():
     new_params, new_states = opt._update(hyper, [jnp.array(a) for a in params], gs, states)
     opt.step()
     # op-by-op (here) vs one fused program (step) may differ in the last bit
-    np.testing.assert_allclose(np.asarray(new_params[0]), p.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(new_params[0]), p.detach().numpy(), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(new_states[0]["exp_avg"]), opt.state[p]["exp_avg"].numpy(), rtol=1e-6)
     assert opt.state[p]["step"].item() == 1.0 and opt.state[p]["step"].dtype is lf.float32
 
@@ -436,7 +436,7 @@ def test_pickle_round_trip_resumes_bit_for_bit():
     for k in range(3):
         p.grad = lf.tensor(grads[k][0])
         opt.step()
-    blob = pickle.dumps({"p": p.numpy(), "opt": opt.state_dict()})
+    blob = pickle.dumps({"p": p.detach().numpy(), "opt": opt.state_dict()})
     q = lf.tensor(pickle.loads(blob)["p"], requires_grad=True)
     opt2 = lf.optim.RMSprop([q], lr=0.5)
     opt2.load_state_dict(pickle.loads(blob)["opt"])
@@ -445,7 +445,7 @@ def test_pickle_round_trip_resumes_bit_for_bit():
         q.grad = lf.tensor(grads[k][0])
         opt.step()
         opt2.step()
-    np.testing.assert_array_equal(p.numpy(), q.numpy())
+    np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
 
 
 class _SignSGD(O.Optimizer):
@@ -479,7 +479,7 @@ def test_custom_optimizer_on_the_base_class():
     for _ in range(3):
         p.grad = lf.tensor([3.0, -0.1])
         opt.step()
-    np.testing.assert_allclose(p.numpy(), [-0.5, -0.5])
+    np.testing.assert_allclose(p.detach().numpy(), [-0.5, -0.5])
     assert opt.state_dict()["state"][0]["step"].item() == 3.0
     q = lf.tensor([1.0], requires_grad=True)
     q.grad = lf.tensor([1.0])

@@ -5,6 +5,8 @@ Expressions run with ``m = lazyflow`` and ``m = torch``; those on tensors also i
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -25,8 +27,14 @@ def _same(ours, theirs, where, values=True):
     assert isinstance(ours, lf.Tensor), f"{where}: got {type(ours).__name__}"
     assert _name(ours.dtype) == _name(theirs.dtype), f"{where}: {ours.dtype} vs {theirs.dtype}"
     assert ours.shape == tuple(theirs.shape), f"{where}: {ours.shape} vs {tuple(theirs.shape)}"
-    if values:
-        np.testing.assert_array_equal(np.asarray(ours.detach().to(lf.float64)), theirs.double().numpy(), err_msg=where)
+    if values:  # exact for integers and conversions; floating arithmetic to float32 rounding
+        np.testing.assert_allclose(
+            np.asarray(ours.detach().to(lf.float64)),
+            theirs.detach().double().numpy(),
+            rtol=1e-6 if ours.dtype.is_floating_point else 0,
+            atol=0,
+            err_msg=where,
+        )
 
 
 # ---------------------------------------------------------------- legacy constructors
@@ -198,3 +206,121 @@ def test_legacy_types_in_graph_mode():
     seen = []
     compiled(lambda x: seen.append((isinstance(x, lf.FloatTensor), x.type())) or x)(lf.ones(2))
     assert seen == [(True, "lazyflow.FloatTensor")] == [eager[1:]]
+
+
+# ---------------------------------------------------------------- where torch raises, lazyflow raises
+def _operands(m):
+    return {
+        "i": m.tensor([[2, 3], [4, 5]]),
+        "f": m.ones(2, 2),
+        "d": m.ones(2, 2, dtype=m.float64),
+        "b": m.tensor([[True, False], [False, True]]),
+        "u": m.tensor([2, 3], dtype=m.uint8),
+        "h": m.ones(2, 2, dtype=m.float16),
+    }
+
+
+STRICT = [  # torch raises RuntimeError (or its NotImplementedError subclass); lazyflow DTypeError, a RuntimeError too
+    "i ** -1",
+    "m.pow(i, -2)",
+    "i.pow(exponent=-1)",
+    "i.clone().pow_(-1)",
+    "b ** -1",
+    "u ** -3",
+    "i ** np.int64(-1)",
+    "i @ f",
+    "f @ i",
+    "f @ d",
+    "h @ f",
+    "m.matmul(i[0], f)",
+    "m.mm(i, f)",
+    "m.dot(i[0], f[0])",
+    "m.mv(i, f[0])",
+    "m.bmm(i[None], f[None])",
+    "m.einsum('ij,jk', i, f)",
+    "m.nn.functional.linear(i, f)",
+    "m.nn.functional.linear(f, f, d[0])",
+    "b @ b",
+    "m.softmax(i, 0)",
+    "m.log_softmax(i, 1)",
+    "i.softmax(0)",
+    "m.softmax(b, 0)",
+    "m.nn.functional.softmax(i, -1)",
+    "m.nn.functional.log_softmax(u, 0)",
+    "m.nn.functional.softmin(i, 0)",
+]
+ALLOWED = [  # the neighbours that torch allows, with torch's results
+    "i ** -1.0",
+    "i ** 0",
+    "i ** 2",
+    "i ** m.tensor(-1)",
+    "2 ** m.tensor([-1, 1])",
+    "i.pow(m.tensor([[-1], [2]]))",
+    "f ** -1",
+    "i @ i",
+    "u @ u",
+    "h @ h",
+    "m.outer(i[0], f[0])",
+    "m.einsum('ij,jk', i, i)",
+    "m.softmax(i, 0, dtype=m.float32)",
+    "m.log_softmax(i, 1, dtype=m.float64)",
+    "m.softmax(h, 0)",
+]
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+@pytest.mark.parametrize("expr", STRICT)
+def test_errors_where_torch_raises(expr, mode):
+    with pytest.raises(RuntimeError) as theirs:
+        _eval(expr, torch, **_operands(torch))
+    ops = _operands(lf)
+    with pytest.raises(lf.DTypeError) as ours:
+        if mode == "eager":
+            _eval(expr, lf, **ops)
+        else:
+            names = sorted(ops)
+            compiled(_strict_fn(expr, names))(*[ops[n] for n in names])
+    assert isinstance(ours.value, RuntimeError) and isinstance(ours.value, TypeError), "catchable either way"
+    assert isinstance(theirs.value, RuntimeError)
+    assert re.search(r"int64|float|bool|uint8|dtype|negative", str(ours.value)), str(ours.value)
+
+
+_STRICT_FNS: dict = {}
+
+
+def _strict_fn(expr, names):
+    key = (expr, tuple(names))
+    if key not in _STRICT_FNS:
+        _STRICT_FNS[key] = lambda *ts: _eval(expr, lf, **dict(zip(names, ts)))
+    return _STRICT_FNS[key]
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+@pytest.mark.parametrize("expr", ALLOWED)
+def test_what_torch_allows_next_to_them(expr, mode):
+    theirs = _eval(expr, torch, **_operands(torch))
+    ops = _operands(lf)
+    if mode == "eager":
+        ours = _eval(expr, lf, **ops)
+    else:
+        names = sorted(ops)
+        ours = compiled(_strict_fn(expr, names))(*[ops[n] for n in names])
+    _same(ours, theirs, f"{expr} [{mode}]")
+
+
+def test_numpy_of_a_tensor_that_requires_grad_as_torch():
+    for m in (lf, torch):
+        x = m.ones(2, requires_grad=True)
+        for t in (x, x * 2, m.nn.Parameter(m.ones(2))):
+            with pytest.raises(RuntimeError, match=r"detach\(\)\.numpy\(\)"):
+                t.numpy()
+            np.testing.assert_array_equal(t.detach().numpy(), np.asarray(t.detach()))
+            np.testing.assert_array_equal(t.numpy(force=True), t.detach().numpy())
+        with m.no_grad():  # torch checks grad mode: under no_grad numpy() reads the values
+            np.testing.assert_array_equal(x.numpy(), [1.0, 1.0])
+            assert not (x * 2).requires_grad
+        with m.inference_mode():
+            np.testing.assert_array_equal(x.numpy(), [1.0, 1.0])
+        assert m.ones(2).numpy().tolist() == [1.0, 1.0] and x.tolist() == [1.0, 1.0]
+    with pytest.raises(lf.AutogradError):
+        lf.ones(2, requires_grad=True).numpy()

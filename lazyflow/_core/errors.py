@@ -30,8 +30,12 @@ class ShapeError(LazyflowError, ValueError):
     """Shapes that do not fit the operation (broadcasting, matmul, reshape...)."""
 
 
-class DTypeError(LazyflowError, TypeError):
-    """A dtype the operation does not accept, or one this configuration cannot represent."""
+class DTypeError(LazyflowError, TypeError, RuntimeError):
+    """A dtype the operation does not accept, or one this configuration cannot represent.
+
+    Both a TypeError and a RuntimeError: torch reports most dtype problems as RuntimeError (kernels not implemented
+    for a dtype, matrix products of different dtypes, integers to negative powers) and argument-type problems as
+    TypeError, so code written for torch catches this with either."""
 
 
 class DeviceError(LazyflowError, RuntimeError):

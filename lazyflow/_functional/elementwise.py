@@ -379,6 +379,15 @@ greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 _ADD, _SUB, _MUL, _POW = R["add"], R["sub"], R["mul"], R["pow"]
 
 
+def _check_int_power(input, exponent) -> None:
+    """torch refuses an integer (or bool) tensor to a negative integer scalar power: the result would be 0 or +-1."""
+    if (isinstance(exponent, (builtins.int, np.integer)) and exponent < 0 and isinstance(input, Tensor)
+            and not input._meta[1].is_floating_point):
+        e = builtins.int(exponent)
+        raise DTypeError(f"Integers to negative integer powers are not allowed (a {input.dtype.name} tensor to the "
+                         f"power {e}); use a floating base (x.float() ** {e}) or exponent ({builtins.float(e)})")
+
+
 def pow(input, exponent) -> Tensor:
     """Elementwise ``input ** exponent`` (``torch.pow``), broadcasting, with torch's type promotion.
 
@@ -389,8 +398,10 @@ def pow(input, exponent) -> Tensor:
         A tensor of the broadcast shape.
     Raises:
         ShapeError: shapes that do not broadcast.
-        DTypeError: a dtype the op is not defined for.
+        DTypeError: a dtype the op is not defined for, or an integer tensor to a negative integer scalar power
+            (torch: RuntimeError "Integers to negative integer powers are not allowed").
     """
+    _check_int_power(input, exponent)
     return state.interp.apply(_POW, (input, exponent), ())
 
 

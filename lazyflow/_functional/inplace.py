@@ -14,7 +14,7 @@ from .._creation import _gen, bernoulli, full, rand
 from .._tensor import Tensor
 from ..ops.table import REGISTRY as R
 from ._common import _inplace, _t
-from .elementwise import _ADD, _MUL, _SUB, _is_bool, _kind, log1p
+from .elementwise import _ADD, _MUL, _POW, _SUB, _check_int_power, _is_bool, _kind, log1p
 from .indexing import _check_mask, _index_add_checks, _scatter
 from .shape import broadcast_shapes, expand
 
@@ -68,6 +68,12 @@ def sub_(self: Tensor, other, *, alpha=1) -> Tensor:
 def mul_(self: Tensor, other) -> Tensor:
     """In-place :func:`mul`; errors as :func:`add_`."""
     return state.interp.apply_inplace(_MUL, self, (self, other), ())
+
+
+def pow_(self: Tensor, exponent) -> Tensor:
+    """In-place :func:`pow`; errors as :func:`add_` and :func:`pow`."""
+    _check_int_power(self, exponent)
+    return state.interp.apply_inplace(_POW, self, (self, exponent), ())
 
 
 _DIV_OPS = {None: R["div"], "trunc": R["div_trunc"], "floor": R["floor_divide"]}

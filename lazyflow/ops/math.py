@@ -9,7 +9,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._core import dtypes as D
-from .table import compute_dtypes, op
+from .._core.errors import DTypeError
+from .table import compute_dtypes, is_tensor_desc, op
 
 # ---------------------------------------------------------------- unary, floating results
 for _name, _fn in {
@@ -367,17 +368,35 @@ def _addcdiv(x, a, b, *, value):
 
 
 # ---------------------------------------------------------------- linear algebra
-@op("matmul", linear="multi")
+def _same_dtype(name):
+    """Dtype rule of torch's matrix products: no promotion -- every tensor operand has one dtype, and not bool (torch:
+    RuntimeError "expected m1 and m2 to have the same dtype", NotImplementedError for bool)."""
+
+    def rule(descs, statics):
+        dts = [d[1] for d in descs if is_tensor_desc(d)]
+        if builtins.any(d is not dts[0] for d in dts):
+            raise DTypeError(
+                f"{name}: expected all operands to have the same dtype (matrix products do not promote, "
+                f"as in torch), but got {', '.join(d.name for d in dts)}; convert with .to(dtype)"
+            )
+        if dts and dts[0] is D.bool_:
+            raise DTypeError(f"{name} is not implemented for bool tensors (as in torch); convert with .to(dtype)")
+        return [None] * len(descs)
+
+    return rule
+
+
+@op("matmul", linear="multi", dtypes=_same_dtype("matmul"))
 def _matmul(a, b):
     return jnp.matmul(a, b)
 
 
-@op("einsum", static=("equation",), linear="multi")
+@op("einsum", static=("equation",), linear="multi", dtypes=_same_dtype("einsum"))
 def _einsum(*xs, equation):
     return jnp.einsum(equation, *xs)
 
 
-@op("linear", linear="multi")
+@op("linear", linear="multi", dtypes=_same_dtype("linear"))
 def _linear(x, w, b):
     y = jnp.matmul(x, w.T)
     return y if b is None else y + b
@@ -564,12 +583,28 @@ def _cumprod(x, *, dim, dtype):
     return jnp.cumprod(_int_widen(x, dtype), axis=dim)
 
 
-@op("softmax", static=("dim",), dtypes="float")
+def _floating_only(name):
+    """Dtype rule of an op torch implements for floating tensors only (torch: NotImplementedError "..._kernel_impl"
+    not implemented for 'Long'); torch's ``dtype=`` argument converts first."""
+
+    def rule(descs, statics):
+        for d in descs:
+            if is_tensor_desc(d) and not d[1].is_floating_point:
+                raise DTypeError(
+                    f"{name} is not implemented for {d[1].name} tensors (as in torch); pass dtype= or "
+                    "convert the input with .float()"
+                )
+        return [None] * len(descs)
+
+    return rule
+
+
+@op("softmax", static=("dim",), dtypes=_floating_only("softmax"))
 def _softmax(x, *, dim):
     return jax.nn.softmax(x, axis=dim)
 
 
-@op("log_softmax", static=("dim",), dtypes="float")
+@op("log_softmax", static=("dim",), dtypes=_floating_only("log_softmax"))
 def _log_softmax(x, *, dim):
     return jax.nn.log_softmax(x, axis=dim)
 
