@@ -253,6 +253,19 @@ class Tensor:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return builtins.int(self.item())
 
+    def __format__(self, format_spec: str) -> str:
+        """``f"{loss:.4f}"`` as in torch: a 0-d Tensor formats its Python value (``item()``); anything else -- more
+        elements, or a subclass such as Parameter -- formats as ``str(t)`` with an empty spec and raises TypeError
+        with any other.
+
+        Raises:
+            TypeError: a format spec for a tensor that is not 0-d.
+            GraphError: a traced 0-d tensor (graph mode has no value to format yet).
+        """
+        if not self._meta[0] and type(self) is Tensor:
+            return format(self.item(), format_spec)
+        return object.__format__(self, format_spec)
+
     def __hash__(self) -> int:
         return id(self)
 

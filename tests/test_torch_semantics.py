@@ -324,3 +324,63 @@ def test_numpy_of_a_tensor_that_requires_grad_as_torch():
         assert m.ones(2).numpy().tolist() == [1.0, 1.0] and x.tolist() == [1.0, 1.0]
     with pytest.raises(lf.AutogradError):
         lf.ones(2, requires_grad=True).numpy()
+
+
+# ---------------------------------------------------------------- formatting
+FORMATS = [  # (expression building the tensor, format spec)
+    ("m.tensor(2.5)", ".4f"),
+    ("m.tensor(2.5)", ""),
+    ("m.tensor(2.5)", ">10"),
+    ("m.tensor(2.5)", ".3e"),
+    ("m.tensor(0.1)", ""),
+    ("m.tensor(0.1, dtype=m.float64)", ""),
+    ("m.tensor(1e-8)", ".2g"),
+    ("m.tensor(2)", ""),
+    ("m.tensor(3)", "04d"),
+    ("m.tensor(-7)", "+"),
+    ("m.tensor(True)", ""),
+    ("m.tensor(2.5, dtype=m.bfloat16)", ""),
+    ("m.tensor(2.5, dtype=m.float16)", ".1f"),
+    ("m.tensor(3, dtype=m.uint8)", "x"),
+    ("m.tensor(2.5, requires_grad=True)", ".2f"),
+    ("(m.tensor(2.0, requires_grad=True) * 3)", ".1f"),
+    ("m.tensor([1, 2])", ""),
+    ("m.tensor([[1.5, 2.0]])", ""),
+    ("m.zeros(0)", ""),
+    ("m.nn.Parameter(m.tensor(2.5))", ""),
+    ("m.ones(2).sum()", "8.3f"),
+]
+FORMAT_ERRORS = [
+    ("m.tensor([1.0, 2.0])", ".2f", TypeError),
+    ("m.tensor([1.0])", ".2f", TypeError),
+    ("m.tensor(3.0)", "04d", ValueError),
+    ("m.nn.Parameter(m.tensor(2.5))", ".2f", TypeError),
+]
+
+
+@pytest.mark.parametrize(("expr", "spec"), FORMATS)
+def test_format_as_torch(expr, spec):
+    theirs = format(_eval(expr, torch), spec)
+    assert format(_eval(expr, lf), spec) == theirs.replace("torch.", "lazyflow.")
+    assert f"{_eval(expr, lf):{spec}}" == theirs.replace("torch.", "lazyflow.")
+
+
+@pytest.mark.parametrize(("expr", "spec", "error"), FORMAT_ERRORS)
+def test_format_errors_as_torch(expr, spec, error):
+    with pytest.raises(error):
+        format(_eval(expr, torch), spec)
+    with pytest.raises(error):
+        format(_eval(expr, lf), spec)
+
+
+def test_format_of_a_traced_scalar_needs_its_value():
+    f = lf.compile(lambda x: f"{x.sum():.4f}" and x)
+    with pytest.raises(lf.GraphError, match="item"):
+        f(lf.ones(2))
+
+
+def test_dtype_names_read_like_torch():
+    for name in DTYPES + ["half", "float", "double", "long", "int", "short"]:
+        ours, theirs = getattr(lf, name), getattr(torch, name)
+        for show in (str, repr, lambda d: f"{d}"):
+            assert show(ours) == show(theirs).replace("torch.", "lazyflow."), name
