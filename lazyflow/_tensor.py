@@ -342,6 +342,9 @@ class Tensor:
     def short(self) -> Tensor:
         return self.to(D.int16)
 
+    def char(self) -> Tensor:
+        return self.to(D.int8)
+
     def bool(self) -> Tensor:
         return self.to(D.bool_)
 

@@ -384,3 +384,71 @@ def test_dtype_names_read_like_torch():
         ours, theirs = getattr(lf, name), getattr(torch, name)
         for show in (str, repr, lambda d: f"{d}"):
             assert show(ours) == show(theirs).replace("torch.", "lazyflow."), name
+
+
+# ---------------------------------------------------------------- float -> integer conversion
+# finite values a C++ float -> int64 (uint8) or int32 (int8, int16) cast represents: torch's CPU results are defined
+FINITE = [
+    300.0,
+    -1.0,
+    256.0,
+    255.9,
+    -0.5,
+    -1.5,
+    0.0,
+    127.5,
+    128.0,
+    -128.0,
+    -129.0,
+    65539.0,
+    70000.7,
+    -32769.0,
+    1e5,
+    -2.5e5,
+    1e9,
+    -2.1e9,
+]
+WIDE = [2.0**31 + 5, 3e9, 1e10, -1e10, 2.0**40 + 7, -(2.0**40) - 7, 2.0**62]  # inside int64, outside int32
+CONVERSIONS = ["x.to(m.{d})", "x.type(m.{d})", "m.zeros(x.shape, dtype=m.{d}).copy_(x)", "x.{method}()"]
+METHOD = {"uint8": "byte", "int8": "char", "int16": "short", "int32": "int", "int64": "long", "bool": "bool"}
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+@pytest.mark.parametrize("src", ["float64", "float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("dst", ["uint8", "int8", "int16", "int32", "int64", "bool"])
+def test_float_to_integer_conversion_as_torch(src, dst, mode):
+    vals = FINITE + (WIDE if dst in ("uint8", "int64") else [])
+    if src == "float16":
+        vals = [v for v in vals if abs(v) < 65504]
+    for conv in CONVERSIONS:
+        expr = conv.format(d=dst, method=METHOD[dst])
+        theirs = _eval(expr, torch, x=torch.tensor(vals, dtype=getattr(torch, src)))
+        x = lf.tensor(vals, dtype=getattr(lf, src))
+        ours = _eval(expr, lf, x=x) if mode == "eager" else compiled(_conversion_fn(expr))(x)
+        _same(ours, theirs, f"{expr} from {src} [{mode}]")
+
+
+_CONVERSION_FNS: dict = {}
+
+
+def _conversion_fn(expr):
+    return _CONVERSION_FNS.setdefault(expr, lambda x: _eval(expr, lf, x=x))
+
+
+def test_conversion_outside_torchs_defined_range_is_as_documented():
+    """NaN, +-inf and values beyond the wide type are undefined behaviour in torch: the README says what lazyflow
+    gives (saturate at the wide type, then wrap)."""
+    x = lf.tensor([float("nan"), float("inf"), -float("inf"), 1e19, -1e19], dtype=lf.float64)
+    assert x.to(lf.uint8).tolist() == [0, 255, 0, 255, 0]
+    assert x.byte().tolist() == compiled(lambda t: t.byte())(x).tolist()
+    assert x.to(lf.int32).tolist() == [0, 2**31 - 1, -(2**31), 2**31 - 1, -(2**31)]
+    assert x.to(lf.int64).tolist() == [0, 2**63 - 1, -(2**63), 2**63 - 1, -(2**63)]
+    assert x.to(lf.bool).tolist() == [True] * 5
+
+
+def test_readme_reading_values_and_shapes():
+    """The README's claims: np.asarray reads a tensor that requires grad; lf.Tensor(x.shape) builds from the
+    values (a shape is a tuple), lf.zeros(x.shape) allocates the shape."""
+    x = lf.ones(2, 3, requires_grad=True)
+    np.testing.assert_array_equal(np.asarray(x * 2), np.full((2, 3), 2.0))
+    assert lf.Tensor(x.shape).tolist() == [2.0, 3.0] and lf.zeros(x.shape).shape == (2, 3)

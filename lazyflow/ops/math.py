@@ -10,7 +10,7 @@ from jax import lax
 
 from .._core import dtypes as D
 from .._core.errors import DTypeError
-from .table import compute_dtypes, is_tensor_desc, op
+from .table import astype, compute_dtypes, is_tensor_desc, op
 
 # ---------------------------------------------------------------- unary, floating results
 for _name, _fn in {
@@ -611,7 +611,7 @@ def _log_softmax(x, *, dim):
 
 @op("cast", static=("dtype",), dtypes="none", linear=True)
 def _cast(x, *, dtype):
-    return x.astype(dtype.to_jax())
+    return astype(x, dtype.to_jax())
 
 
 @op("copy", dtypes="none", linear=True)

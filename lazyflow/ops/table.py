@@ -18,10 +18,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core import config
 from .._core import dtypes as D
 from .._core.errors import DTypeError
 
-__all__ = ["OpDef", "REGISTRY", "op", "specialize", "backward_fn", "compute_dtypes", "is_tensor_desc", "sum_to_shape"]
+__all__ = [
+    "OpDef",
+    "REGISTRY",
+    "op",
+    "specialize",
+    "backward_fn",
+    "compute_dtypes",
+    "is_tensor_desc",
+    "sum_to_shape",
+    "astype",
+]
 
 REGISTRY: dict[str, OpDef] = {}
 
@@ -122,13 +133,29 @@ def compute_dtypes(op_def: OpDef, descs, statics) -> list:
     return [r if (type(d) is tuple or d in numeric) else None for d in descs]
 
 
+def astype(x, jd):
+    """``x`` converted to the jax dtype ``jd`` with torch's CPU results for floats out of a narrow integer's range.
+
+    torch converts a float to uint8 through int64, and to int8/int16 through int32 (C++ casts), so out-of-range
+    values wrap: 300.0 -> 44 and -1.0 -> 255 as uint8. XLA converts directly and saturates (255 and 0), so lazyflow
+    goes through the same wide type. Values outside that wide type's range, NaN and +-inf are undefined behaviour in
+    torch; here the wide conversion saturates (NaN -> 0) before wrapping, e.g. +inf -> 255, -inf -> 0 as uint8.
+    """
+    src = jnp.dtype(x.dtype)
+    dst = np.dtype(jd)
+    if jnp.issubdtype(src, jnp.floating) and dst.kind in "iu" and dst.itemsize < 4:
+        wide = jnp.int64 if dst == np.uint8 and config.x64_enabled() else jnp.int32
+        x = x.astype(wide)
+    return x.astype(jd)
+
+
 def _cast(x, dt):
     if dt is None or x is None:
         return x
     jd = dt.to_jax()
     if isinstance(x, (builtins.int, builtins.float, builtins.bool)):
         return jnp.asarray(x, jd)
-    return x if x.dtype == jd else x.astype(jd)
+    return x if x.dtype == jd else astype(x, jd)
 
 
 def specialize(op_def: OpDef, statics: tuple, descs: tuple) -> Callable:
