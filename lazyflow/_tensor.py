@@ -205,8 +205,10 @@ class Tensor:
         """
         _concrete(self, "numpy()")
         if self._rg and not force and state.grad_enabled:
-            raise AutogradError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
-                                "instead (or numpy(force=True), or read it under lf.no_grad())")
+            raise AutogradError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead (or numpy(force=True), or read it under lf.no_grad())"
+            )
         return np.array(self._value)
 
     def __array__(self, dtype=None, copy=None):

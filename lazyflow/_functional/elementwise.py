@@ -381,11 +381,17 @@ _ADD, _SUB, _MUL, _POW = R["add"], R["sub"], R["mul"], R["pow"]
 
 def _check_int_power(input, exponent) -> None:
     """torch refuses an integer (or bool) tensor to a negative integer scalar power: the result would be 0 or +-1."""
-    if (isinstance(exponent, (builtins.int, np.integer)) and exponent < 0 and isinstance(input, Tensor)
-            and not input._meta[1].is_floating_point):
+    if (
+        isinstance(exponent, (builtins.int, np.integer))
+        and exponent < 0
+        and isinstance(input, Tensor)
+        and not input._meta[1].is_floating_point
+    ):
         e = builtins.int(exponent)
-        raise DTypeError(f"Integers to negative integer powers are not allowed (a {input.dtype.name} tensor to the "
-                         f"power {e}); use a floating base (x.float() ** {e}) or exponent ({builtins.float(e)})")
+        raise DTypeError(
+            f"Integers to negative integer powers are not allowed (a {input.dtype.name} tensor to the "
+            f"power {e}); use a floating base (x.float() ** {e}) or exponent ({builtins.float(e)})"
+        )
 
 
 def pow(input, exponent) -> Tensor:

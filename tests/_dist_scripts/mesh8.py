@@ -369,8 +369,9 @@ def eager_use_after_sharded_training():
     plain = _model()
     plain.load_state_dict(m.state_dict())
     assert not plain[0].weight.is_sharded
-    np.testing.assert_allclose(plain(lf.tensor(x)).detach().numpy(), m(lf.tensor(x)).detach().numpy(), rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        plain(lf.tensor(x)).detach().numpy(), m(lf.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-6
+    )
 
 
 if __name__ == "__main__":
