@@ -8,6 +8,7 @@ Importing lazyflow switches on JAX's ``jax_enable_x64`` and switches off CPU asy
 
 from ._core import config as _config
 from ._core.device import Device, device
+from ._core.size import Size
 from ._core.dtypes import (
     DType,
     bfloat16,
@@ -44,6 +45,8 @@ from ._core.errors import (
     OpError,
     ShapeError,
     ValueRangeError,
+    DivisionByZeroError,
+    OutOfMemoryError,
 )
 from ._tensor import Tensor, from_jax
 from . import eager  # installs the eager interpreter

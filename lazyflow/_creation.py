@@ -17,6 +17,7 @@ from ._core.device import Device, default_device
 from ._core.errors import ArgumentError, DTypeError, OpError, ShapeError
 from ._core.placement import pid_of
 from ._ingress import array as _owned_array
+from ._ingress import check_fits
 from ._tensor import Tensor, _make, _to_device, _Tracer
 from .ops.table import REGISTRY as R
 
@@ -144,6 +145,8 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
         )
     d = _fdtype(dtype)
     d.to_jax()
+    if isinstance(fill_value, (builtins.int, builtins.float)):
+        check_fits(fill_value, d, "full()")
     t = _apply(R["full"], (fill_value,), (_shape((size,) if isinstance(size, int) else (size,)), d))
     return _finish(t, device, requires_grad)
 

@@ -88,6 +88,28 @@ def _to_numpy(data):
     return np.asarray(data)
 
 
+def check_fits(values, d: D.DType, what: str) -> None:
+    """Refuse Python numbers that a narrow integer dtype ``d`` cannot hold, as torch does for Python data:
+    integers must lie in ``[min, max]`` (for unsigned types ``[-max, max]``, torch wraps those), floats in
+    ``[min, max]`` and be finite. ``values``: a Python scalar or the numpy array built from Python data."""
+    if d.is_floating_point or d.is_complex or d is D.bool_:
+        return
+    a = np.asarray(values)
+    if a.size == 0 or a.dtype.kind not in "iuf":
+        return
+    info = np.iinfo(d.to_jax())
+    lo, hi = (
+        (-int(info.max), int(info.max)) if a.dtype.kind in "iu" and info.min == 0 else (int(info.min), int(info.max))
+    )
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
+        bad = a[~np.isfinite(a)].flat[0]
+    elif a.min() < lo or a.max() > hi:
+        bad = a.min() if a.min() < lo else a.max()
+    else:
+        return
+    raise ValueRangeError(f"{what}: value {bad.item()!r} cannot be converted to type {d.name} without overflow")
+
+
 def array(data, dtype=None, device=None, *, copy: bool = True) -> jax.Array:
     """``data`` as a ``jax.Array`` that lazyflow owns.
 
@@ -130,6 +152,8 @@ def array(data, dtype=None, device=None, *, copy: bool = True) -> jax.Array:
         )
     if arr.dtype == object or arr.dtype.kind in "USV":
         raise DTypeError(f"tensor(): cannot convert {type(data).__name__} (non-numeric) to a tensor")
+    if dtype is not None and not isinstance(data, np.ndarray) and not hasattr(data, "__array__"):
+        check_fits(arr, d, "tensor()")
     # always a private copy: JAX may alias a suitably aligned numpy buffer, which the caller can still mutate
     owned = np.array(arr, dtype=d.to_jax(), copy=True)
     return jax.device_put(owned, _placement(device) if device is not None else None)

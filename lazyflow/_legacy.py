@@ -15,6 +15,7 @@ import numpy as np
 
 from ._core import dtypes as D
 from ._core.errors import DTypeError, OpError
+from ._core.size import Size
 from ._creation import tensor, zeros
 from ._functional.shape import reshape
 from ._tensor import Tensor
@@ -70,6 +71,8 @@ def legacy_new(
     if data is None:
         if not args:
             return zeros(0, dtype=dtype, device=where)
+        if len(args) == 1 and isinstance(args[0], Size):  # lf.Tensor(x.shape): that shape, as torch.Size gives
+            return zeros(tuple(args[0]), dtype=dtype, device=where)
         if builtins.all(_is_size(a) for a in args):
             return zeros(tuple(builtins.int(a) for a in args), dtype=dtype, device=where)
         if len(args) > 1:

@@ -22,6 +22,7 @@ from ._core.context import state
 from ._core.device import Device, default_device, from_jax_device, to_jax_device
 from ._core.errors import AutogradError, DTypeError, GraphError, IndexOutOfRangeError, ShapeError, user_frame
 from ._core.placement import pid_of, sharding_of
+from ._core.size import Size
 from .ops.table import REGISTRY as _R
 
 __all__ = ["Tensor", "from_jax"]
@@ -32,8 +33,8 @@ _Tracer = jax.core.Tracer
 
 def _meta_of(value):
     if isinstance(value, _Tracer):
-        return (tuple(value.shape), D.from_jax_dtype(value.dtype), 0)
-    return (tuple(value.shape), D.from_jax_dtype(value.dtype), pid_of(value))
+        return (Size(value.shape), D.from_jax_dtype(value.dtype), 0)
+    return (Size(value.shape), D.from_jax_dtype(value.dtype), pid_of(value))
 
 
 def _make(value, meta=None, cls=None):
@@ -88,8 +89,9 @@ class Tensor:
 
     # ------------------------------------------------------------------ metadata
     @property
-    def shape(self) -> tuple:
-        return self._meta[0]
+    def shape(self) -> Size:
+        s = self._meta[0]
+        return s if s.__class__ is Size else Size(s)
 
     @property
     def dtype(self) -> D.DType:
@@ -104,7 +106,8 @@ class Tensor:
 
     def size(self, dim: int | None = None):
         if dim is None:
-            return self._meta[0]
+            s = self._meta[0]
+            return s if s.__class__ is Size else Size(s)
         return self._meta[0][_dim(dim, self.ndim)]
 
     def numel(self) -> int:

@@ -14,6 +14,8 @@ __all__ = [
     "OpError",
     "ArgumentError",
     "ValueRangeError",
+    "DivisionByZeroError",
+    "OutOfMemoryError",
     "CheckpointError",
     "CheckpointUnpicklingError",
     "CheckpointWriteError",
@@ -26,8 +28,11 @@ class LazyflowError(Exception):
     """Base class of every error lazyflow raises on purpose."""
 
 
-class ShapeError(LazyflowError, ValueError):
-    """Shapes that do not fit the operation (broadcasting, matmul, reshape...)."""
+class ShapeError(LazyflowError, ValueError, RuntimeError):
+    """Shapes that do not fit the operation (broadcasting, matmul, reshape...).
+
+    Both a ValueError and a RuntimeError: torch reports shape mismatches as RuntimeError, so code written for torch
+    catches this as it did."""
 
 
 class DTypeError(LazyflowError, TypeError, RuntimeError):
@@ -50,8 +55,19 @@ class AutogradError(LazyflowError, RuntimeError):
     """Misuse of autograd: backward through a freed graph, in-place on a leaf, non-scalar backward..."""
 
 
-class ValueRangeError(LazyflowError, ValueError):
-    """A value the requested dtype cannot hold (a Python int beyond int64, like torch's "Overflow when unpacking")."""
+class ValueRangeError(LazyflowError, ValueError, RuntimeError):
+    """A value the requested dtype cannot hold: a Python int beyond int64 (torch's ValueError "Overflow when
+    unpacking"), or 300 as uint8 (torch's RuntimeError "cannot be converted ... without overflow")."""
+
+
+class DivisionByZeroError(LazyflowError, ZeroDivisionError, RuntimeError):
+    """Integer division or remainder by zero (``//``, ``%``, ``fmod``, ``div(rounding_mode=...)``), which torch's CPU
+    kernels refuse (a RuntimeError reading "ZeroDivisionError"); floating division by zero gives inf/nan as in torch."""
+
+
+class OutOfMemoryError(LazyflowError, MemoryError, RuntimeError):
+    """The device could not allocate a result (``lf.zeros(10**13)``). A MemoryError, and a RuntimeError like
+    ``torch.OutOfMemoryError``; the message names the operation and the bytes asked for."""
 
 
 class ArgumentError(LazyflowError, TypeError):

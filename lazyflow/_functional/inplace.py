@@ -11,6 +11,7 @@ from .._core import dtypes as D
 from .._core.context import state
 from .._core.errors import DTypeError, OpError, ShapeError
 from .._creation import _gen, bernoulli, full, rand
+from .._ingress import check_fits
 from .._tensor import Tensor
 from ..ops.table import REGISTRY as R
 from ._common import _inplace, _t
@@ -102,6 +103,8 @@ def fill_(input: Tensor, value) -> Tensor:
         if value.ndim != 0:
             raise ShapeError(f"fill_ only supports a 0-dimension value tensor, got shape {list(value.shape)}")
         return copy_(input, value)
+    if value.__class__ in (builtins.int, builtins.float) and not input._meta[1].is_floating_point:
+        check_fits(value, input._meta[1], "fill_()")
     return _inplace(_COPY_INTO, input, (input, value))
 
 

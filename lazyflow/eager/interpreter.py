@@ -15,8 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import numpy as np
 
 from .._core.context import state
+from .._core.errors import OutOfMemoryError
 from .._dispatch import (
     SCALAR_TYPES,
     OpRecord,
@@ -91,16 +93,43 @@ class Entry(OpRecord):
         return out
 
 
+def _checked(kernel, check):
+    """``kernel`` behind the op's value check, tested on the host before the launch (nothing runs, nothing is
+    donated, when it fails)."""
+
+    def run(*vals):
+        if check.bad(*[v if v.__class__ in _SCALAR_TYPES else np.asarray(v) for v in vals]):
+            raise check.error(check.message)
+        return kernel(*vals)
+
+    return run
+
+
+def _out_of_memory(err, op, args, statics) -> OutOfMemoryError:
+    shapes = ", ".join(f"{list(a.shape)} {a.dtype.name}" if isinstance(a, Tensor) else repr(a) for a in args)
+    attrs = ", ".join(f"{k}={v!r}" for k, v in zip(op.static, statics))
+    return OutOfMemoryError(
+        f"{op.name}({shapes}{', ' if shapes and attrs else ''}{attrs}): the device is out of memory "
+        f"({str(err).splitlines()[0]})"
+    )
+
+
 def _miss(key, op, args, vals, statics, donate):
     descs = key[2:-1] if donate else key[2:]
     fn = specialize(op, statics, descs)
-    kernel = jax.jit(_owned(fn, op.name), donate_argnums=(0,) if donate else ())
+    jitted = jax.jit(_owned(fn, op.name), donate_argnums=(0,) if donate else ())
+    check = op.check(descs, statics) if op.check is not None else None
+    kernel = jitted if check is None else _checked(jitted, check)
     try:
         out = kernel(*vals)
     except (TypeError, ValueError, IndexError) as e:
         raise translate_error(e, op, args, statics) from e
+    except jax.errors.JaxRuntimeError as e:
+        if "RESOURCE_EXHAUSTED" in str(e):
+            raise _out_of_memory(e, op, args, statics) from None
+        raise
     _stats.misses += 1
-    nbytes = _cache.executable_bytes(kernel, vals)  # donated operands: only their shapes and dtypes are read
+    nbytes = _cache.executable_bytes(jitted, vals)  # donated operands: only their shapes and dtypes are read
     if isinstance(out, (tuple, list)):
         entry = Entry(kernel, tuple(_meta_of(o) for o in out), True, op, statics, descs, nbytes)
     else:

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._core import dtypes as D
-from .._core.errors import DTypeError
-from .table import astype, compute_dtypes, is_tensor_desc, op
+from .._core.errors import DivisionByZeroError, DTypeError
+from .table import REGISTRY, ValueCheck, astype, compute_dtypes, is_tensor_desc, op
 
 # ---------------------------------------------------------------- unary, floating results
 for _name, _fn in {
@@ -186,24 +186,39 @@ def _div(a, b):
     return a / b
 
 
-@op("div_trunc")
+def _divisor_is_zero(a, b):
+    return b == 0 if isinstance(b, (int, bool)) else (b == 0).any()
+
+
+def _integer_divisor_check(name: str):
+    """torch's CPU kernels refuse an integer division or remainder by zero (floats give inf/nan)."""
+    check = ValueCheck(_divisor_is_zero, DivisionByZeroError, f"{name}: integer division by zero")
+
+    def rule(descs, statics):
+        dts = [d for d in compute_dtypes(REGISTRY[name], descs, statics) if d is not None]
+        return check if dts and not dts[0].is_floating_point and not dts[0].is_complex else None
+
+    return rule
+
+
+@op("div_trunc", check=_integer_divisor_check("div_trunc"))
 def _div_trunc(a, b):
     if jnp.issubdtype(a.dtype, jnp.integer):
         return lax.div(*jnp.broadcast_arrays(a, b))
     return jnp.trunc(a / b)
 
 
-@op("floor_divide")
+@op("floor_divide", check=_integer_divisor_check("floor_divide"))
 def _floor_divide(a, b):
     return jnp.floor_divide(a, b)
 
 
-@op("remainder")
+@op("remainder", check=_integer_divisor_check("remainder"))
 def _remainder(a, b):
     return jnp.remainder(a, b)
 
 
-@op("fmod")
+@op("fmod", check=_integer_divisor_check("fmod"))
 def _fmod(a, b):
     return jnp.fmod(a, b)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +24,7 @@ from .._core.errors import DTypeError
 
 __all__ = [
     "OpDef",
+    "ValueCheck",
     "REGISTRY",
     "op",
     "specialize",
@@ -53,13 +54,16 @@ class OpDef:
             Rules pin torch's convention where autodiff of the implementation picks another one (the
             gradient at a kink, a tie or a zero norm); tests/test_special_points.py checks them.
         differentiable: False for ops whose outputs never carry gradients (comparisons, argmax...).
+        check: optional ``check(descs, statics) -> ValueCheck | None``: a condition on the operands' values that
+            torch refuses (integer division by zero); eager tests it on the host before the kernel runs, so a
+            refused call changes nothing (not even a donated in-place target).
         linear: True when the gradient does not depend on the differentiable operands' values (add, reshape,
             sum, clone...): the tape then does not version-check them, as torch saves nothing for such ops;
             ``"multi"`` when the op is linear in each operand separately (mul, matmul): an operand is checked
             only if another operand requires grad.
     """
 
-    __slots__ = ("name", "impl", "static", "dtypes", "bwd", "differentiable", "linear", "__weakref__")
+    __slots__ = ("name", "impl", "static", "dtypes", "bwd", "differentiable", "linear", "check", "__weakref__")
 
     def __init__(
         self,
@@ -71,6 +75,7 @@ class OpDef:
         bwd: Callable | None = None,
         differentiable: bool = True,
         linear: bool = False,
+        check: Callable | None = None,
     ):
         self.name = name
         self.impl = impl
@@ -79,12 +84,22 @@ class OpDef:
         self.bwd = bwd
         self.differentiable = differentiable
         self.linear = linear
+        self.check = check
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
 
     def __reduce__(self):
         return (REGISTRY.__getitem__, (self.name,))
+
+
+class ValueCheck(NamedTuple):
+    """A value condition an op refuses: ``bad(*operands)`` is a boolean scalar (numpy on the host, or traced), true
+    when the call must fail with ``error(message)``."""
+
+    bad: Callable
+    error: type
+    message: str
 
 
 def op(name: str, **kw) -> Callable[[Callable], OpDef]:

@@ -289,7 +289,12 @@ class _ConvTransposeNd(_ConvNd):
         res = []
         for d in range(nd):
             in_size = input.shape[input.ndim - nd + d]
-            lo = (in_size - 1) * self.stride[d] - 2 * self.padding[d] + self.dilation[d] * (self.kernel_size[d] - 1) + 1
+            lo = (
+                (in_size - 1) * self.stride[d]
+                - 2 * int(self.padding[d])
+                + self.dilation[d] * (self.kernel_size[d] - 1)
+                + 1
+            )
             hi = lo + self.stride[d] - 1
             if not lo <= out[d] <= hi:
                 raise ShapeError(
