@@ -106,11 +106,11 @@ from .amp import autocast
 from .graph.nn_graph import Graph as _Graph
 
 nn.Graph = _Graph  # lf.nn.Graph (defined in lazyflow.graph: it sits above nn and optim)
-from . import checkpoint
+from . import checkpoint, config
 from .checkpoint import load, save
 
 bool = bool_
 
-__version__ = "0.1.0"
+from ._core.version import __version__
 
 __all__ = [n for n in dir() if not n.startswith("_")]

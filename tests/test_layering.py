@@ -46,6 +46,7 @@ LAYERS = {
     "lazyflow.utils": 4,
     "lazyflow.graph": 5,  # graph/__init__, module.py (CompiledModule) and nn_graph.py sit above nn/optim
     "lazyflow.checkpoint": 6,
+    "lazyflow.config": 6,
     "lazyflow": 9,  # the package __init__ re-exports everything
 }
 

@@ -6,6 +6,8 @@
   :class:`DTypeError` and integer defaults become int32 -- never a silent downgrade.
 * ``jax_cpu_enable_async_dispatch`` is switched off (``LAZYFLOW_CPU_ASYNC=1`` keeps it on): tiny eager
   kernels dispatch about 40% faster synchronously on CPU.
+* The compile cache across runs is switched on (``LAZYFLOW_COMPILE_CACHE=0`` leaves it off): see
+  :mod:`lazyflow._core.compile_cache` and :mod:`lazyflow.config`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ if os.environ.get("LAZYFLOW_CPU_ASYNC", "0") != "1":
         jax.config.update("jax_cpu_enable_async_dispatch", False)
     except Exception:  # option absent in this jax version
         pass
+
+
+from . import compile_cache as _compile_cache  # after the x64 switch: its fingerprint reads it
+
+_compile_cache.install_default()
 
 
 def x64_enabled() -> bool:
