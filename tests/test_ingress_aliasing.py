@@ -84,8 +84,8 @@ def test_module_load_state_dict_copies(source, assign):
     m.load_state_dict({"weight": w, "bias": b}, assign=assign)
     _mutate(owner_w, w)
     _mutate(owner_b, b)
-    np.testing.assert_array_equal(m.weight.numpy(), want_w)
-    np.testing.assert_array_equal(m.bias.numpy(), want_b)
+    np.testing.assert_array_equal(m.weight.detach().numpy(), want_w)
+    np.testing.assert_array_equal(m.bias.detach().numpy(), want_b)
 
 
 def test_torch_twin_training_never_reaches_lazyflow():
