@@ -6,6 +6,8 @@
   :class:`DTypeError` and integer defaults become int32 -- never a silent downgrade.
 * ``jax_cpu_enable_async_dispatch`` is switched off (``LAZYFLOW_CPU_ASYNC=1`` keeps it on): tiny eager
   kernels dispatch about 40% faster synchronously on CPU.
+* ``LAZYFLOW_GRAPH_INDEX_CHECKS=0`` starts the process with graph mode's deferred index checks off (see
+  :mod:`lazyflow._core.checks`; ``lf.graph.set_index_checks`` switches them at run time). Default: on.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import jax
 
 X64 = os.environ.get("LAZYFLOW_X64", "1") != "0"
+GRAPH_INDEX_CHECKS = os.environ.get("LAZYFLOW_GRAPH_INDEX_CHECKS", "1") != "0"
 if X64:
     jax.config.update("jax_enable_x64", True)
 if os.environ.get("LAZYFLOW_CPU_ASYNC", "0") != "1":
