@@ -8,7 +8,9 @@ parameters, buffers and tensors captured from outside are *inputs* of the progra
 updates, ``load_state_dict`` and optimizer steps are seen without retracing. State written by the program comes
 back as outputs and is written into the same tensor objects by one loop; the random-number offset advances by the
 number of draws traced. With gradients enabled (``lf.compile``) the forward runs as one compiled ``jax.vjp`` and the
-tape gets a single node whose backward is the compiled VJP of the whole forward.
+tape gets a single node whose backward is the compiled VJP of the whole forward. Index checks that need values
+(a traced index out of range) are deferred (:mod:`lazyflow._core.checks`): a program that recorded any returns a
+summary, keeps its old state when one failed, and the call raises eager's error after writing that state back.
 
 What a subclass adds (``lf.nn.Graph``: backward and the optimizers' ``functional_update`` inside the program):
 

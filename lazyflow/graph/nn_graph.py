@@ -238,6 +238,7 @@ class Graph:
         self._program._debug = int(v_level)
 
     def cache_info(self) -> GraphInfo:
+        """Counters: traces, compiles, hits, live variants, and calls whose deferred index checks were read back."""
         info = self._program.cache_info()
         return GraphInfo(info.traces, info.compiles, info.hits, info.variants, info.checked)
 
