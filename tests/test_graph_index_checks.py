@@ -339,3 +339,12 @@ def test_compiled_module_with_gradients_and_buffers():
     (tout * tout).sum().backward()
     np.testing.assert_allclose(_np(m[0].weight.grad), tm[0].weight.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(_np(m[1].running_mean), tm[1].running_mean.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_backward_records_no_checks_of_its_own(capsys):
+    # the step indexes three times (embedding, row selection, target); the backward pass adds no check of its own
+    m, opt, sched, *_ = _twins()
+    step = _TrainStep(m, opt, sched)
+    step.debug(1)
+    step(lf.tensor(T_OK), lf.tensor(Y_OK), lf.tensor(SEL_OK))
+    assert ", 3 deferred index checks" in capsys.readouterr().out
