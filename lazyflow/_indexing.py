@@ -12,6 +12,7 @@ import operator
 import numpy as np
 
 from ._core import dtypes as D
+from ._core.checks import defer_bounds
 from ._core.context import state
 from ._core.errors import IndexOutOfRangeError
 from ._ingress import array as owned_array
@@ -152,15 +153,18 @@ def _parse_index(t, idx, for_set):
 
 
 def _check_index_values(a, size, axis):
-    """Eager bounds check of integer index arrays (XLA would clamp out-of-range indices silently)."""
-    if isinstance(a, _Tracer) or not np.size(a):
+    """Bounds check of integer index arrays: now in eager mode, deferred to after the program in graph mode (XLA
+    would clamp out-of-range indices silently)."""
+    if not np.size(a):
+        return
+    message = f"index {{index}} is out of bounds for dimension {axis} with size {size}"
+    if isinstance(a, _Tracer):
+        defer_bounds(a, size, message, low=-size)
         return
     a = np.asarray(a)
     lo, hi = builtins.int(a.min()), builtins.int(a.max())
     if lo < -size or hi >= size:
-        raise IndexOutOfRangeError(
-            f"index {hi if hi >= size else lo} is out of bounds for dimension {axis} with size {size}"
-        )
+        raise IndexOutOfRangeError(message.replace("{index}", str(hi if hi >= size else lo)))
 
 
 def _fold_squeeze(spec):

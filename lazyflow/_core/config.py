@@ -8,6 +8,8 @@
   kernels dispatch about 40% faster synchronously on CPU.
 * The compile cache across runs is switched on (``LAZYFLOW_COMPILE_CACHE=0`` leaves it off): see
   :mod:`lazyflow._core.compile_cache` and :mod:`lazyflow.config`.
+* ``LAZYFLOW_GRAPH_INDEX_CHECKS=0`` starts the process with graph mode's deferred index checks off (see
+  :mod:`lazyflow._core.checks`; ``lf.graph.set_index_checks`` switches them at run time). Default: on.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import jax
 
 X64 = os.environ.get("LAZYFLOW_X64", "1") != "0"
+GRAPH_INDEX_CHECKS = os.environ.get("LAZYFLOW_GRAPH_INDEX_CHECKS", "1") != "0"
 if X64:
     jax.config.update("jax_enable_x64", True)
 if os.environ.get("LAZYFLOW_CPU_ASYNC", "0") != "1":

@@ -24,6 +24,8 @@ class _State(threading.local):
     grad_enabled = True
     tracing = False  # True while graph mode traces user code
     rng_hook = None  # graph mode: Generator -> (seed, offset) traced values
+    # graph mode: the trace's deferred index checks (lazyflow._core.checks); None: nothing collects them
+    checks: list | None = None
 
 
 state = _State()

@@ -9,6 +9,7 @@ from typing import Any, cast, overload
 import numpy as np
 
 from .._core import dtypes as D
+from .._core.checks import defer_bounds
 from .._core.errors import DTypeError, IndexOutOfRangeError, OpError, ShapeError
 from .._creation import tensor
 from .._tensor import Tensor, _concrete, _dim, _Tracer
@@ -77,15 +78,19 @@ def _check_index(index, what):
 
 
 def _check_bounds(index, size, what, dim=None):
-    """Eager bounds check of an index tensor (graph mode cannot read values; JAX would clamp silently)."""
-    if isinstance(index._value, _Tracer) or index.numel() == 0:
+    """Bounds check of an index tensor: now in eager mode, deferred to after the program in graph mode (XLA would
+    clamp silently)."""
+    if index.numel() == 0:
+        return
+    where = "" if dim is None else f" {dim}"
+    message = f"{what}(): index {{index}} is out of bounds for dimension{where} with size {size}"
+    if isinstance(index._value, _Tracer):
+        defer_bounds(index._value, size, message)
         return
     a = np.asarray(index._value)
     lo, hi = builtins.int(a.min()), builtins.int(a.max())
     if lo < 0 or hi >= size:
-        bad = hi if hi >= size else lo
-        where = "" if dim is None else f" {dim}"
-        raise IndexOutOfRangeError(f"{what}(): index {bad} is out of bounds for dimension{where} with size {size}")
+        raise IndexOutOfRangeError(message.replace("{index}", str(hi if hi >= size else lo)))
 
 
 def _check_index_shape(index, other, d, what, other_name):

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from .._core.checks import index_checks_enabled, set_index_checks
 from .._core.errors import GraphError
 from ..nn.module import Module
 from .compile import CompiledFunction, CompileInfo
@@ -19,6 +20,8 @@ __all__ = [
     "Graph",
     "GraphConfig",
     "CompiledModule",
+    "set_index_checks",
+    "index_checks_enabled",
 ]
 
 

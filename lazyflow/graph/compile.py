@@ -8,7 +8,9 @@ parameters, buffers and tensors captured from outside are *inputs* of the progra
 updates, ``load_state_dict`` and optimizer steps are seen without retracing. State written by the program comes
 back as outputs and is written into the same tensor objects by one loop; the random-number offset advances by the
 number of draws traced. With gradients enabled (``lf.compile``) the forward runs as one compiled ``jax.vjp`` and the
-tape gets a single node whose backward is the compiled VJP of the whole forward.
+tape gets a single node whose backward is the compiled VJP of the whole forward. Index checks that need values
+(a traced index out of range) are deferred (:mod:`lazyflow._core.checks`): a program that recorded any returns a
+summary, keeps its old state when one failed, and the call raises eager's error after writing that state back.
 
 What a subclass adds (``lf.nn.Graph``: backward and the optimizers' ``functional_update`` inside the program):
 
@@ -29,8 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.checks import failure, index_checks_enabled, summarize
 from .._core.context import state
-from .._core.errors import AutogradError, GraphError
+from .._core.errors import AutogradError, GraphError, IndexOutOfRangeError
 from .._core.placement import sharding_of
 from .._core.refs import owned
 from .._creation import default_generator
@@ -41,7 +44,7 @@ from .mesh_config import MeshConfig
 
 __all__ = ["CompileInfo", "CompiledFunction"]
 
-CompileInfo = namedtuple("CompileInfo", "traces compiles hits variants fallbacks")
+CompileInfo = namedtuple("CompileInfo", "traces compiles hits variants fallbacks checked")
 # Donation is an optimisation asked for whenever it is safe; XLA declining it for a buffer is not the user's concern
 # (and filtering per call would cost more than the dispatch), so this one message is silenced once.
 warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
@@ -87,11 +90,13 @@ class _Variant:
         "diff",
         "connect",
         "donates",
+        "messages",
     )
 
     def __init__(self, n_carry, diff, connect, donates):
         self.kernel = self.fwd = self.bwd = None
         self.out_tree = self.out_metas = None
+        self.messages = ()  # the deferred index checks' messages; empty: the program has no check output
         self.n_rng = 0
         self.written = ()
         self.info = None
@@ -147,6 +152,7 @@ class CompiledFunction:
         self._recompile_limit = recompile_limit
         self._on_limit = on_recompile_limit
         self._traces = self._compiles = self._hits = self._fallbacks = 0
+        self._checked = 0  # calls whose deferred index checks were read back on the host
         self._warned = False
         self._last_key = None
         self._lifted: list[Tensor] = []  # tensors captured from outside, lifted to inputs
@@ -172,6 +178,10 @@ class CompiledFunction:
     def _after(self, aux_out) -> None:
         """After the program ran and the state was written back."""
 
+    def _rollback(self, aux_out) -> None:
+        """After a program whose index check failed, before the error is raised: ``aux_out`` holds the donated
+        auxiliary inputs' old values (the program kept them)."""
+
     def _extra_key(self):
         return ()
 
@@ -183,8 +193,11 @@ class CompiledFunction:
         return self._fn(*args, **kwargs)
 
     def cache_info(self) -> CompileInfo:
-        """Counters: traces, compiles (XLA programs built), hits, live variants, eager fallbacks."""
-        return CompileInfo(self._traces, self._compiles, self._hits, len(self._variants), self._fallbacks)
+        """Counters: traces, compiles (XLA programs built), hits, live variants, eager fallbacks, and calls whose
+        deferred index checks were read back (a program without traced indexing has none)."""
+        return CompileInfo(
+            self._traces, self._compiles, self._hits, len(self._variants), self._fallbacks, self._checked
+        )
 
     def __call__(self, *args, **kwargs):
         if state.tracing:  # nested inside another trace: just inline
@@ -220,6 +233,7 @@ class CompiledFunction:
             self._extra_key(),
             (d_tree, k_tree, tuple(_aux_key(a) for a in d_leaves), tuple(_aux_key(a) for a in k_leaves)),
             self.config._mesh_key(),
+            index_checks_enabled(),
         )
         donates = bool(n_carry or d_leaves)
         del d_leaves  # it references the buffers too: gone before the donation check
@@ -264,6 +278,7 @@ class CompiledFunction:
         info = {}
         readonly = {id(t) for t in self._lifted}
         n_carry, n_state = v.n_carry, len(all_state)
+        checks_on = index_checks_enabled()
         shardings = None
         if self.config.mesh is not None:  # keep every piece of state where it lives: no drift, no recompiles
             shardings = [sharding_of(t._meta[2]) for t in all_state]
@@ -274,7 +289,7 @@ class CompiledFunction:
 
         def pure(state_vals, donated, kept, arg_vals, seed, offset):
             self._traces += 1
-            out_vals, out_tree, new_state, n_rng, captured, aux_out = trace_pure(
+            out_vals, out_tree, new_state, n_rng, captured, aux_out, deferred = trace_pure(
                 lambda: body(call, arg_vals, donated, kept),
                 all_state,
                 readonly,
@@ -283,6 +298,7 @@ class CompiledFunction:
                 offset,
                 grad=self._trace_grad,
                 where=where,
+                checks=checks_on,
             )
             written = tuple(range(n_carry)) + tuple(
                 i
@@ -290,19 +306,32 @@ class CompiledFunction:
                 if id(all_state[i]) not in readonly and new_state[i] is not state_vals[i]
             )
             new = [new_state[i] for i in written]
+            summary = None
+            if deferred:
+                # a failed check keeps every state update at its old value (torch raises before updating anything)
+                bad, summary = summarize(deferred)
+                new = [jnp.where(bad, state_vals[i], x) for i, x in zip(written, new)]
+                if jax.tree_util.tree_structure(aux_out) == jax.tree_util.tree_structure(donated):
+                    aux_out = jax.tree_util.tree_map(lambda old, x: jnp.where(bad, old, x), donated, aux_out)
             if shardings is not None:
                 new = [
                     jax.lax.with_sharding_constraint(x, shardings[i]) if shardings[i] is not None else x
                     for i, x in zip(written, new)
                 ]
-            info.update(out_tree=out_tree, n_rng=n_rng, written=written, captured=captured)
-            return out_vals, (new, aux_out)
+            info.update(
+                out_tree=out_tree,
+                n_rng=n_rng,
+                written=written,
+                captured=captured,
+                messages=tuple(c.message for c in deferred),
+            )
+            return out_vals, (new, aux_out, summary)
 
         def kernel(carried, rest, donated, kept, arg_vals, seed, offset):
-            out_vals, (new, aux_out) = pure(list(carried) + list(rest), donated, kept, arg_vals, seed, offset)
+            out_vals, (new, aux_out, summary) = pure(list(carried) + list(rest), donated, kept, arg_vals, seed, offset)
             # donated outputs first, in the donated inputs' order: JAX pairs each output with the first unused
             # donated input of its shape, so every buffer is updated where it lives
-            return new[:n_carry], aux_out, new[n_carry:], out_vals
+            return new[:n_carry], aux_out, new[n_carry:], out_vals, summary
 
         v.kernel = jax.jit(kernel, donate_argnums=(0, 2) if v.donates else ())
         v.info = info
@@ -318,8 +347,8 @@ class CompiledFunction:
                         av[i] = d[len(ds) + j]
                     return pure(sv, donated, kept, av, seed, offset)
 
-                outs, vjp_fn, (new, aux_out) = jax.vjp(f, dvals, has_aux=True)
-                return outs, new, aux_out, vjp_fn
+                outs, vjp_fn, (new, aux_out, summary) = jax.vjp(f, dvals, has_aux=True)
+                return outs, new, aux_out, vjp_fn, summary
 
             v.fwd = jax.jit(fwd)
 
@@ -332,7 +361,7 @@ class CompiledFunction:
         diff_tensors = None
         if v.connect:
             diff_tensors = [all_state[i] for i in v.diff[0]] + [tensor_leaves[i] for i in v.diff[1]]
-            outs, new, aux_out, vjp_fn = v.fwd(
+            outs, new, aux_out, vjp_fn, summary = v.fwd(
                 [t._value for t in diff_tensors], [t._value for t in all_state], donated, kept, arg_vals, seed, offset
             )
             if v.bwd is None:
@@ -352,16 +381,22 @@ class CompiledFunction:
             del carried, rest, donated
             if first and self._debug >= 2:
                 self._print_program(v.kernel, call_args)
-            new, aux_out, rest_new, outs = v.kernel(*call_args)
+            new, aux_out, rest_new, outs, summary = v.kernel(*call_args)
             del call_args
             new += rest_new
         if first:
             info = v.info
-            v.out_tree, v.n_rng, v.written = info["out_tree"], info["n_rng"], info["written"]
+            v.out_tree, v.n_rng, v.written, v.messages = (
+                info["out_tree"],
+                info["n_rng"],
+                info["written"],
+                info["messages"],
+            )
             v.out_metas = [None if o is None else _meta_of(o) for o in outs]
             if self._debug:
                 print(
                     f"[{self._where}] traced and compiled variant #{self._compiles} in {time.perf_counter() - t0:.3f} s"
+                    + (f", {len(v.messages)} deferred index checks" if v.messages else "")
                 )
             captured = [t for t in info["captured"].values() if all(t is not s for s in all_state)]
             if captured:
@@ -372,6 +407,13 @@ class CompiledFunction:
             t = all_state[i]
             t._value = val
             t._version += 1
+        if summary is not None:
+            self._checked += 1
+            message = failure(v.messages, summary)
+            if message is not None:
+                # the program wrote back the old state (donated buffers must be replaced); the rest is undone here
+                self._rollback(aux_out)
+                raise IndexOutOfRangeError(message)
         if v.n_rng:
             default_generator._offset += v.n_rng
         self._after(aux_out)

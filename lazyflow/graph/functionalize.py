@@ -13,6 +13,7 @@ import jax.core
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.checks import DeferredCheck
 from .._core.context import state
 from .._core.errors import GraphError, user_frame
 from .._creation import default_generator
@@ -97,19 +98,24 @@ def wrap_args(leaves, vals):
     return out
 
 
-def trace_pure(body, state_tensors, readonly_ids, state_vals, seed, offset, *, grad: bool, where: str):
+def trace_pure(
+    body, state_tensors, readonly_ids, state_vals, seed, offset, *, grad: bool, where: str, checks: bool = False
+):
     """Run ``body()`` once under the trace interpreter with ``state_vals`` installed in ``state_tensors``.
 
-    ``body`` returns ``(out, aux_out)``: ``out`` a pytree of Tensors, ``aux_out`` any pytree of arrays.
-    Returns ``(out_vals, out_tree, new_state_vals, rng_count, captured, aux_out)``; every value is a tracer of the
-    enclosing jax trace.
+    ``body`` returns ``(out, aux_out)``: ``out`` a pytree of Tensors, ``aux_out`` any pytree of arrays. With
+    ``checks``, index checks that cannot run on tracers are collected (:mod:`lazyflow._core.checks`).
+    Returns ``(out_vals, out_tree, new_state_vals, rng_count, captured, aux_out, deferred_checks)``; every value is
+    a tracer of the enclosing jax trace.
     """
     rng = RngCounter(seed, offset)
     saved = install(state_tensors, state_vals)
-    prev_grad = state.grad_enabled
+    prev_grad, prev_checks = state.grad_enabled, state.checks
+    deferred: list[DeferredCheck] = []
     try:
         with Tracing(readonly_ids, rng) as ctx:
             state.grad_enabled = grad
+            state.checks = deferred if checks else None
             out, aux_out = body()
             out_vals, out_tree = flatten_out(out, where)
         new_state = [t._value for t in state_tensors]
@@ -121,7 +127,7 @@ def trace_pure(body, state_tensors, readonly_ids, state_vals, seed, offset, *, g
                     f"{where}: state tensor of shape {list(t.shape)} was replaced by a concrete value "
                     "during the trace; update buffers with in-place ops (copy_, mul_, add_)"
                 )
-        return out_vals, out_tree, new_state, rng.count, ctx.captured, aux_out
+        return out_vals, out_tree, new_state, rng.count, ctx.captured, aux_out, deferred
     finally:
-        state.grad_enabled = prev_grad
+        state.grad_enabled, state.checks = prev_grad, prev_checks
         restore(saved)

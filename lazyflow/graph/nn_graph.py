@@ -32,7 +32,7 @@ from .module import module_state
 
 __all__ = ["Graph", "GraphConfig", "GraphInfo"]
 
-GraphInfo = namedtuple("GraphInfo", "traces compiles hits variants")
+GraphInfo = namedtuple("GraphInfo", "traces compiles hits variants checked")
 
 
 class GraphConfig(MeshConfig):
@@ -160,6 +160,14 @@ class _StepProgram(CompiledFunction):
             if sch is not None:
                 sch.step()
 
+    def _rollback(self, aux_out) -> None:
+        """A failed index check: the optimizers get their state back (the program returned the old values in place
+        of the donated buffers); no gradient is cleared and no scheduler steps. State that ``functional_state()``
+        created for this call (a first step) stays, at its initial value: the Graph sees optimizers only through
+        their public functional protocol, which cannot delete state."""
+        for (opt, _), old_st in zip(self._graph._optimizers, aux_out):
+            opt.load_functional_state(old_st)
+
     def _extra_key(self):
         return (
             tuple(m.training for mod in self._graph._modules.values() for m in mod.modules()),
@@ -230,8 +238,9 @@ class Graph:
         self._program._debug = int(v_level)
 
     def cache_info(self) -> GraphInfo:
+        """Counters: traces, compiles, hits, live variants, and calls whose deferred index checks were read back."""
         info = self._program.cache_info()
-        return GraphInfo(info.traces, info.compiles, info.hits, info.variants)
+        return GraphInfo(info.traces, info.compiles, info.hits, info.variants, info.checked)
 
     def __repr__(self) -> str:
         lines = [f"({type(self).__name__}:nn.Graph)"]

@@ -6,6 +6,7 @@ import numpy as np
 
 from ... import _functional as _F
 from ..._core import dtypes as D
+from ..._core.checks import defer_bounds
 from ..._core.context import state
 from ..._core.errors import DTypeError, IndexOutOfRangeError, ShapeError
 from ..._creation import _gen, as_tensor, bernoulli, full
@@ -184,9 +185,12 @@ def embedding(
 
 
 def _check_indices(index: Tensor, size: int, what: str, ignore: int | None = None) -> None:
-    """Eager-only bounds check of integer indices (a traced index cannot be inspected)."""
+    """Bounds check of integer indices: now in eager mode, deferred to after the program in graph mode."""
     value = index._value
-    if isinstance(value, _Tracer) or value.size == 0:
+    if value.size == 0:
+        return
+    if isinstance(value, _Tracer):
+        defer_bounds(value, size, f"{what}: index {{index}} is out of range [0, {size})", ignore=ignore)
         return
     a = np.asarray(value)
     lo, hi = a.min(), a.max()
