@@ -131,3 +131,23 @@ def test_out_of_memory_is_a_named_memory_error():
     assert isinstance(info.value, MemoryError) and isinstance(info.value, RuntimeError)
     assert "shape=(10000000000000,)" in str(info.value)
     assert lf.zeros(3).tolist() == [0.0, 0.0, 0.0]  # nothing left broken
+
+
+@pytest.mark.parametrize("form", ["floordiv", "mod", "fmod", "trunc"])
+def test_integer_division_by_zero_raises_in_graph_mode_too(form):
+    """Inside lf.compile the divisor is traced: the check is deferred and read back after the program."""
+    fns = {
+        "floordiv": lambda x, y: x // y,
+        "mod": lambda x, y: x % y,
+        "fmod": lambda x, y: lf.fmod(x, y),
+        "trunc": lambda x, y: lf.div(x, y, rounding_mode="trunc"),
+    }
+    f = lf.compile(fns[form])
+    a, ok, zero = np.array([7, -7, 9]), np.array([2, 3, -4]), np.array([2, 0, 1])
+    want = fns[form](torch.tensor(a), torch.tensor(ok)).numpy()
+    np.testing.assert_array_equal(f(lf.tensor(a), lf.tensor(ok)).numpy(), want)
+    with pytest.raises(RuntimeError):
+        fns[form](torch.tensor(a), torch.tensor(zero))
+    with pytest.raises(lf.DivisionByZeroError, match="division by zero"):
+        f(lf.tensor(a), lf.tensor(zero))
+    np.testing.assert_array_equal(f(lf.tensor(a), lf.tensor(ok)).numpy(), want)  # the program is still usable

@@ -23,8 +23,17 @@ import jax.numpy as jnp
 
 from .config import GRAPH_INDEX_CHECKS
 from .context import state
+from .errors import IndexOutOfRangeError
 
-__all__ = ["DeferredCheck", "defer_bounds", "index_checks_enabled", "failure", "set_index_checks", "summarize"]
+__all__ = [
+    "DeferredCheck",
+    "defer_bounds",
+    "defer_value",
+    "index_checks_enabled",
+    "failure",
+    "set_index_checks",
+    "summarize",
+]
 
 _enabled = GRAPH_INDEX_CHECKS
 
@@ -35,6 +44,7 @@ class DeferredCheck(NamedTuple):
     bad: Any  # traced bool scalar: some index is out of range
     value: Any  # traced integer scalar: the offending index (meaningful only where ``bad``)
     message: str  # eager's message, with ``{index}`` where the offending index goes
+    error: type = IndexOutOfRangeError  # what eager raises
 
 
 def set_index_checks(enabled: bool) -> None:
@@ -84,6 +94,16 @@ def defer_bounds(a, size: int, message: str, *, low: int = 0, ignore: int | None
     checks.append(DeferredCheck(too_big | (lo < low), jnp.where(too_big, hi, lo), message))
 
 
+def defer_value(bad, message: str, error: type) -> None:
+    """Record a value condition an op refuses (an op record's ``check``, e.g. integer division by zero) in the
+    collecting trace, if any: ``bad`` is a traced boolean scalar; the call raises ``error(message)`` after the
+    program, like eager does before its kernel."""
+    checks = state.checks
+    if checks is None:
+        return
+    checks.append(DeferredCheck(jnp.asarray(bad), jnp.zeros((), jnp.int32), message, error))
+
+
 def summarize(checks: list[DeferredCheck]):
     """Inside the program: ``(bad, summary)`` -- whether any check failed, and ``[first failed check or -1, its
     offending index]`` as one small integer array for the host to read."""
@@ -94,8 +114,12 @@ def summarize(checks: list[DeferredCheck]):
     return bad, jnp.stack([jnp.where(bad, first, -1).astype(values.dtype), values[first]])
 
 
-def failure(messages: tuple[str, ...], summary) -> str | None:
-    """On the host, after the program ran: the eager error message if ``summary`` (from :func:`summarize`) says a
-    check failed, else None. Reading ``summary`` waits for the program."""
+def failure(checks: tuple[tuple[str, type], ...], summary) -> Exception | None:
+    """On the host, after the program ran: eager's error if ``summary`` (from :func:`summarize`) says a check
+    failed, else None. ``checks``: each recorded check's ``(message, error)``. Reading ``summary`` waits for the
+    program."""
     first, value = (int(x) for x in jax.device_get(summary))
-    return None if first < 0 else messages[first].replace("{index}", str(value))
+    if first < 0:
+        return None
+    message, error = checks[first]
+    return error(message.replace("{index}", str(value)))

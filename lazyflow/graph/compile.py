@@ -33,7 +33,7 @@ import numpy as np
 
 from .._core.checks import failure, index_checks_enabled, summarize
 from .._core.context import state
-from .._core.errors import AutogradError, GraphError, IndexOutOfRangeError
+from .._core.errors import AutogradError, GraphError
 from .._core.placement import sharding_of
 from .._core.refs import owned
 from .._creation import default_generator
@@ -96,7 +96,7 @@ class _Variant:
     def __init__(self, n_carry, diff, connect, donates):
         self.kernel = self.fwd = self.bwd = None
         self.out_tree = self.out_metas = None
-        self.messages = ()  # the deferred index checks' messages; empty: the program has no check output
+        self.messages = ()  # the deferred checks' (message, error); empty: the program has no check output
         self.n_rng = 0
         self.written = ()
         self.info = None
@@ -323,7 +323,7 @@ class CompiledFunction:
                 n_rng=n_rng,
                 written=written,
                 captured=captured,
-                messages=tuple(c.message for c in deferred),
+                messages=tuple((c.message, c.error) for c in deferred),
             )
             return out_vals, (new, aux_out, summary)
 
@@ -409,11 +409,11 @@ class CompiledFunction:
             t._version += 1
         if summary is not None:
             self._checked += 1
-            message = failure(v.messages, summary)
-            if message is not None:
+            error = failure(v.messages, summary)
+            if error is not None:
                 # the program wrote back the old state (donated buffers must be replaced); the rest is undone here
                 self._rollback(aux_out)
-                raise IndexOutOfRangeError(message)
+                raise error
         if v.n_rng:
             default_generator._offset += v.n_rng
         self._after(aux_out)

@@ -12,6 +12,7 @@ import functools
 import jax
 import jax.core
 
+from .._core.checks import defer_value
 from .._core.context import state
 from .._core.dtypes import from_jax_dtype
 from .._core.errors import GraphError, user_frame
@@ -98,6 +99,10 @@ class TraceInterpreter:
 
     def _run(self, op, args, statics, descs, vals):
         fn = _specialized(op, statics, descs)
+        if op.check is not None and state.checks is not None:
+            check = op.check(descs, statics)
+            if check is not None:  # a value condition eager tests on the host: deferred to after the program
+                defer_value(check.bad(*vals), check.message, check.error)
         try:
             return fn(*vals)
         except (
