@@ -11,6 +11,7 @@ from typing import cast
 import jax
 import numpy as np
 
+from . import _sample
 from ._core import dtypes as D
 from ._core.context import state
 from ._core.device import Device, default_device
@@ -134,6 +135,14 @@ def _fdtype(dtype):
     return D.get_default_dtype() if dtype is None else D.to_dtype(dtype)
 
 
+def _constant(shape: tuple, value, d: D.DType) -> Tensor:
+    """A new tensor of ``shape`` filled with ``value``: in eager mode a host array placed as it is (no kernel, so no
+    compile per shape, see lazyflow/_sample.py), inside a trace the ``full`` op."""
+    if not state.tracing and _sample.exact_fill(value, d):
+        return _make(_sample.place(_sample.constant(shape, d, value)))
+    return _apply(R["full"], (value,), (shape, d))
+
+
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of shape ``size`` filled with ``fill_value``."""
     if dtype is None:
@@ -144,7 +153,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
         )
     d = _fdtype(dtype)
     d.to_jax()
-    t = _apply(R["full"], (fill_value,), (_shape((size,) if isinstance(size, int) else (size,)), d))
+    t = _constant(_shape((size,) if isinstance(size, int) else (size,)), fill_value, d)
     return _finish(t, device, requires_grad)
 
 
@@ -154,7 +163,7 @@ def zeros(*args, size=None, dtype=None, device=None, requires_grad: bool = False
     d.to_jax()
     if size is not None:
         args = _keyword_sizes("zeros", "size", args, size)
-    return _finish(_apply(R["full"], (0,), (_shape(args), d)), device, requires_grad)
+    return _finish(_constant(_shape(args), 0, d), device, requires_grad)
 
 
 def ones(*args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -163,7 +172,7 @@ def ones(*args, size=None, dtype=None, device=None, requires_grad: bool = False)
     d.to_jax()
     if size is not None:
         args = _keyword_sizes("ones", "size", args, size)
-    return _finish(_apply(R["full"], (1,), (_shape(args), d)), device, requires_grad)
+    return _finish(_constant(_shape(args), 1, d), device, requires_grad)
 
 
 def empty(*args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
