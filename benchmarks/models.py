@@ -125,7 +125,96 @@ def resnet50(nn):
     return _resnet(nn, "bottleneck", [3, 4, 6, 3])
 
 
-MODELS = {"mlp": mlp, "small_cnn": small_cnn, "transformer": transformer, "resnet18": resnet18, "resnet50": resnet50}
+def gpt(nn, n_layer=12, n_head=12, n_embd=768, vocab_size=50304, block_size=1024):
+    """nanoGPT's GPT-2 (124M at the defaults): token and position Embeddings, pre-LayerNorm blocks of causal
+    self-attention and a GELU MLP, a LayerNorm and a bias-free head tied to the token embedding; its own
+    init (N(0, 0.02), zero biases, output projections scaled by 1 / sqrt(2 * n_layer))."""
+    F = nn.functional
+
+    class CausalSelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+            self.c_proj = nn.Linear(n_embd, n_embd)
+            self.resid_dropout = nn.Dropout(0.0)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.c_attn(x).split(n_embd, dim=2)
+            q, k, v = (z.view(b, t, n_head, c // n_head).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c)))
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+            self.gelu = nn.GELU()
+            self.c_proj = nn.Linear(4 * n_embd, n_embd)
+            self.dropout = nn.Dropout(0.0)
+
+        def forward(self, x):
+            return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(n_embd)
+            self.attn = CausalSelfAttention()
+            self.ln_2 = nn.LayerNorm(n_embd)
+            self.mlp = MLP()
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = nn.ModuleDict(
+                dict(
+                    wte=nn.Embedding(vocab_size, n_embd),
+                    wpe=nn.Embedding(block_size, n_embd),
+                    drop=nn.Dropout(0.0),
+                    h=nn.ModuleList([Block() for _ in range(n_layer)]),
+                    ln_f=nn.LayerNorm(n_embd),
+                )
+            )
+            self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+            self.transformer.wte.weight = self.lm_head.weight  # weight tying
+            self.apply(self._init_weights)
+            for name, p in self.named_parameters():
+                if name.endswith("c_proj.weight"):
+                    nn.init.normal_(p, mean=0.0, std=0.02 / (2 * n_layer) ** 0.5)
+
+        @staticmethod
+        def _init_weights(module):
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+        def forward(self, idx):
+            t = idx.shape[1]
+            pos = self.transformer.wpe.weight[:t]
+            x = self.transformer.drop(self.transformer.wte(idx) + pos)
+            for block in self.transformer.h:
+                x = block(x)
+            return self.lm_head(self.transformer.ln_f(x))
+
+    return GPT()
+
+
+MODELS = {
+    "mlp": mlp,
+    "small_cnn": small_cnn,
+    "transformer": transformer,
+    "resnet18": resnet18,
+    "resnet50": resnet50,
+    "gpt": gpt,
+}
 
 
 def build(nn, name):

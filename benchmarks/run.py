@@ -42,7 +42,7 @@ if __package__ in (None, ""):  # `python benchmarks/run.py`: make `benchmarks` i
 
 # the issues' benchmark modules, in report order; any other benchmarks/bench_*.py is picked up after them, and
 # "disk" (the disk's own bandwidth, measured here) closes the table
-EXPECTED = ("eager", "graph", "optim", "dataloader", "checkpoint", "conv")
+EXPECTED = ("eager", "graph", "optim", "dataloader", "checkpoint", "conv", "startup")
 
 
 def discover_modules() -> tuple[str, ...]:

@@ -11,10 +11,11 @@ from typing import cast
 import jax
 import numpy as np
 
+from . import _sample
 from ._core import dtypes as D
 from ._core.context import state
 from ._core.device import Device, default_device
-from ._core.errors import ArgumentError, DTypeError, OpError, ShapeError
+from ._core.errors import ArgumentError, DTypeError, OpError, OutOfMemoryError, ShapeError
 from ._core.placement import pid_of
 from ._ingress import array as _owned_array
 from ._ingress import check_fits
@@ -135,6 +136,21 @@ def _fdtype(dtype):
     return D.get_default_dtype() if dtype is None else D.to_dtype(dtype)
 
 
+def _constant(shape: tuple, value, d: D.DType) -> Tensor:
+    """A new tensor of ``shape`` filled with ``value``: in eager mode on a CPU device a host array placed as it is (no
+    kernel, so no compile per shape, see lazyflow/_sample.py); on an accelerator (where that would be a host-to-device
+    copy per call) and inside a trace the ``full`` op."""
+    if not state.tracing and _sample.host_is_device() and _sample.exact_fill(value, d):
+        try:
+            return _make(_sample.place(_sample.constant(shape, d, value)))
+        except MemoryError:
+            n = math.prod(shape) * d.itemsize
+            raise OutOfMemoryError(
+                f"full(shape={shape}, dtype={d}): the device is out of memory (allocating {n} bytes)"
+            ) from None
+    return _apply(R["full"], (value,), (shape, d))
+
+
 def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of shape ``size`` filled with ``fill_value``."""
     if dtype is None:
@@ -147,7 +163,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     d.to_jax()
     if isinstance(fill_value, (builtins.int, builtins.float)):
         check_fits(fill_value, d, "full()")
-    t = _apply(R["full"], (fill_value,), (_shape((size,) if isinstance(size, int) else (size,)), d))
+    t = _constant(_shape((size,) if isinstance(size, int) else (size,)), fill_value, d)
     return _finish(t, device, requires_grad)
 
 
@@ -157,7 +173,7 @@ def zeros(*args, size=None, dtype=None, device=None, requires_grad: bool = False
     d.to_jax()
     if size is not None:
         args = _keyword_sizes("zeros", "size", args, size)
-    return _finish(_apply(R["full"], (0,), (_shape(args), d)), device, requires_grad)
+    return _finish(_constant(_shape(args), 0, d), device, requires_grad)
 
 
 def ones(*args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -166,7 +182,7 @@ def ones(*args, size=None, dtype=None, device=None, requires_grad: bool = False)
     d.to_jax()
     if size is not None:
         args = _keyword_sizes("ones", "size", args, size)
-    return _finish(_apply(R["full"], (1,), (_shape(args), d)), device, requires_grad)
+    return _finish(_constant(_shape(args), 1, d), device, requires_grad)
 
 
 def empty(*args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

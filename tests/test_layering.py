@@ -21,6 +21,7 @@ LAYERS = {
     "lazyflow.autograd.function": 2.4,
     "lazyflow.autograd": 2.45,
     "lazyflow._dispatch": 2.5,
+    "lazyflow._sample": 2.55,  # eager fills built on the host (no kernel per shape)
     "lazyflow._creation": 2.6,
     "lazyflow._functional._common": 2.70,
     "lazyflow._functional.elementwise": 2.71,

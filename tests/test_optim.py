@@ -154,18 +154,21 @@ def test_changing_hyperparameters_does_not_recompile():
     assert O.cache_info().traces == traces + 1
 
 
-def test_sgd_momentum_traces_twice_then_never():
+@pytest.mark.parametrize("dampening,traces", [(0.0, 1), (0.5, 2)])
+def test_sgd_momentum_traces_once_then_never(dampening, traces):
+    # without dampening the buffer starts at zero (exactly torch's first `buffer = grad`), so the program's inputs
+    # never change; with dampening the buffer appears after the first step, as in torch: one more trace
     O.clear_cache()
     init, grads = _data(shapes=[(2, 2)])
     p = lf.tensor(init[0], requires_grad=True)
-    opt = lf.optim.SGD([p], lr=0.1, momentum=0.9)
+    opt = lf.optim.SGD([p], lr=0.1, momentum=0.9, dampening=dampening)
     assert opt.state_dict()["state"] == {}
     for k in range(5):
         p.grad = lf.tensor(grads[k][0])
         opt.step()
         assert "momentum_buffer" in opt.state[p]
         opt.param_groups[0]["lr"] *= 0.5
-    assert O.cache_info().traces == 2  # first step (no buffer yet), then the steady state
+    assert O.cache_info().traces == traces
 
 
 def test_step_is_one_program_per_group_not_eager_ops():
@@ -265,7 +268,10 @@ def test_functional_protocol_contract():
     opt = lf.optim.SGD([p], lr=0.1, momentum=0.9, nesterov=True)
     hyper = opt.functional_hyperparams()
     assert all(not isinstance(x, bool) for x in jax.tree_util.tree_leaves(hyper))  # flags are static structure
-    assert opt.functional_state() == [{}] and opt.state_dict()["state"] == {}  # SGD's buffer comes with a step
+    assert opt.state_dict()["state"] == {}  # no state before a step, as in torch
+    # the functional state starts with a zero buffer (without dampening its first update is torch's `buffer = grad`)
+    ((key, buf),) = opt.functional_state()[0].items()
+    assert key == "momentum_buffer" and buf.shape == (2,) and not np.asarray(buf).any()
     with pytest.raises(ValueError, match="1 parameters"):
         opt.functional_update([p.jax(), p.jax()], [None, None], [{}, {}], hyper)
     with pytest.raises(ValueError, match="2 states for 1 parameters"):

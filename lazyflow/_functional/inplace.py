@@ -4,15 +4,18 @@ active interpreter's in-place protocol (donating the buffer when the tensor owns
 from __future__ import annotations
 
 import builtins
+import math
 
 import numpy as np
 
+from .. import _sample
 from .._core import dtypes as D
 from .._core.context import state
 from .._core.errors import DTypeError, OpError, ShapeError
 from .._creation import _gen, bernoulli, full, rand
 from .._ingress import check_fits
 from .._tensor import Tensor
+from ..ops.random import full_range
 from ..ops.table import REGISTRY as R
 from ._common import _inplace, _t
 from .elementwise import _ADD, _MUL, _POW, _SUB, _check_int_power, _is_bool, _kind, log1p
@@ -174,7 +177,10 @@ def scatter_add_(self: Tensor, dim: int, index, src) -> Tensor:
 
 def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None) -> Tensor:
     """Fill ``self`` with samples uniform on ``[a, b)`` in place (from ``generator`` or the default one)."""
-    return _inplace(_UNIFORM_INTO, self, (self, *_gen(generator)._next(), builtins.float(a), builtins.float(b)))
+    draw = _gen(generator)._next()
+    if _sample.eager(self, self.numel()):  # no kernel per shape (see lazyflow/_sample.py)
+        return _sample.write(self, _sample.uniform(draw, self.shape, self.dtype, a, b), _UNIFORM_INTO)
+    return _inplace(_UNIFORM_INTO, self, (self, *draw, builtins.float(a), builtins.float(b)))
 
 
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
@@ -185,7 +191,26 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None
     """
     if std < 0:
         raise OpError(f"normal_ expects std >= 0.0, got std={std}")
-    return _inplace(_NORMAL_INTO, self, (self, *_gen(generator)._next(), builtins.float(mean), builtins.float(std)))
+    return _normal_within(self, mean, std, None, generator=generator)
+
+
+def _normal_within(self: Tensor, mean: float, std: float, bounds, *, generator=None) -> Tensor:
+    """Fill ``self`` with N(mean, std**2) samples in place, truncated to ``bounds = (a, b)`` unless None (inverse-CDF
+    sampling of the uniforms between the bounds' CDF values, one pass; clamped to the bounds against rounding)."""
+    d = self.dtype
+    ft = d.to_jax() if d.is_floating_point else D.get_default_dtype().to_jax()
+    if bounds is None:
+        ulo, uhi = full_range(ft)
+        a, b = -math.inf, math.inf
+    else:
+        a, b = bounds
+        cdf = lambda x: (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+        ulo, uhi = 2 * cdf((a - mean) / std) - 1, 2 * cdf((b - mean) / std) - 1
+    params = tuple(builtins.float(v) for v in (mean, std, ulo, uhi, a, b))
+    draw = _gen(generator)._next()
+    if d.is_floating_point and _sample.eager(self, self.numel()):
+        return _sample.write(self, _sample.normal(draw, self.shape, d, *params), _NORMAL_INTO)
+    return _inplace(_NORMAL_INTO, self, (self, *draw, *params))
 
 
 def bernoulli_(self: Tensor, p=0.5, *, generator=None) -> Tensor:

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import _functional as _F
+from .. import _sample
 from .._core.context import state
 from .._core.errors import ShapeError
 from .._creation import _gen, eye, rand
@@ -18,6 +19,8 @@ from .._functional import inplace as _inplace
 from .._tensor import Tensor
 from ..autograd import no_grad
 from ..ops.table import REGISTRY as R
+
+_COPY_INTO = R["copy_into"]
 
 __all__ = [
     "calculate_gain",
@@ -125,31 +128,26 @@ def trunc_normal_(
         raise ValueError(f"trunc_normal_: expected a < b, got a={a}, b={b}")
     if std <= 0:
         raise ValueError(f"trunc_normal_: expected std > 0, got {std}")
-
-    def cdf(x):
-        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
-
-    lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
     with no_grad():
-        _inplace.uniform_(tensor, 2 * lo - 1, 2 * hi - 1, generator=generator)
-        value = (_F.erfinv(tensor) * (std * math.sqrt(2.0)) + mean).clamp(min=a, max=b)
-        return _inplace.copy_(tensor, value)
+        return _inplace._normal_within(tensor, mean, std, (a, b), generator=generator)
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
     """Fill with ``val``."""
     with no_grad():
+        if _sample.eager(tensor) and _sample.exact_fill(val, tensor.dtype):  # no kernel per shape
+            return _sample.write(tensor, _sample.constant(tensor.shape, tensor.dtype, val), _COPY_INTO)
         return _F.fill_(tensor, val)
 
 
 def ones_(tensor: Tensor) -> Tensor:
     """Fill with ones."""
-    return constant_(tensor, 1.0)
+    return constant_(tensor, 1)
 
 
 def zeros_(tensor: Tensor) -> Tensor:
     """Fill with zeros."""
-    return constant_(tensor, 0.0)
+    return constant_(tensor, 0)
 
 
 def eye_(tensor: Tensor) -> Tensor:

@@ -68,7 +68,7 @@ class Adagrad(Optimizer):
             self._init_state(index, group["params"])
 
     def _new_state(self, p, group):
-        return {"step": _scalar_state(), "sum": _make(_state_array(p, float(group["initial_accumulator_value"])))}
+        return {"step": _scalar_state(like=p), "sum": _make(_state_array(p, float(group["initial_accumulator_value"])))}
 
     def _derived_static(self, group: dict) -> dict[str, Any]:
         return {"has_weight_decay": bool(group["weight_decay"] != 0)}

@@ -71,7 +71,7 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def _new_state(self, p, group):
-        state = {"step": _scalar_state(), "exp_avg": _make_like(p), "exp_avg_sq": _make_like(p)}
+        state = {"step": _scalar_state(like=p), "exp_avg": _make_like(p), "exp_avg_sq": _make_like(p)}
         if group["amsgrad"]:
             state["max_exp_avg_sq"] = _make_like(p)
         return state

@@ -185,13 +185,21 @@ def _state_array(like: Tensor, fill: builtins.float = 0.0):
     v = like._value
     if isinstance(v, _Tracer):
         return jnp.full(v.shape, fill, v.dtype)
-    return jnp.full(v.shape, fill, v.dtype, device=v.sharding)
+    # built on the host (no kernel, so no compile, per parameter shape), and committed to a device only when the
+    # parameter is: a committed state next to uncommitted parameters would make the step program's outputs
+    # committed, and the next step would compile the program again for them
+    return jax.device_put(np.full(v.shape, fill, v.dtype), v.sharding if v.committed else None)
 
 
-def _scalar_state(value: builtins.float = 0.0):
-    """torch's ``state["step"]``: a 0-d float32 tensor (float64 when that is the default dtype)."""
+def _scalar_state(value: builtins.float = 0.0, *, like: Tensor | None = None):
+    """torch's ``state["step"]``: a 0-d float32 tensor (float64 when that is the default dtype); committed to the
+    device of ``like`` (its parameter) when that is committed, for the reason given in :func:`_state_array`."""
     d = D.float64 if D.get_default_dtype() is D.float64 else D.float32
-    return _make(jnp.asarray(value, d.to_jax()))
+    arr = np.asarray(value, d.np)
+    v = None if like is None else like._value
+    if v is None or isinstance(v, _Tracer):
+        return _make(jnp.asarray(arr))
+    return _make(jax.device_put(arr, v.sharding if v.committed else None))
 
 
 def _check_lr(lr) -> None:

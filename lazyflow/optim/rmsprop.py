@@ -68,7 +68,7 @@ class RMSprop(Optimizer):
         super().__init__(params, defaults)
 
     def _new_state(self, p, group):
-        state = {"step": _scalar_state(), "square_avg": _make(_state_array(p))}
+        state = {"step": _scalar_state(like=p), "square_avg": _make(_state_array(p))}
         if group["momentum"] > 0:
             state["momentum_buffer"] = _make(_state_array(p))
         if group["centered"]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._tensor import Tensor
+from .._tensor import Tensor, _make
 from . import _functional as F
-from .optimizer import Optimizer, _check_flags, _check_lr, _check_nonneg
+from .optimizer import Optimizer, _check_flags, _check_lr, _check_nonneg, _state_array
 
 __all__ = ["SGD"]
 
@@ -68,6 +68,14 @@ class SGD(Optimizer):
 
     def _derived_static(self, group: dict) -> dict[str, Any]:
         return {"has_momentum": bool(group["momentum"] != 0), "has_weight_decay": bool(group["weight_decay"] != 0)}
+
+    def _new_state(self, p, group):
+        # with no dampening a zero buffer's first update, ``0 * momentum + 1 * grad``, is exactly torch's lazy
+        # ``buffer = grad``: starting with it keeps the step program's inputs the same from the first step on (a
+        # buffer appearing at step 2 would compile the program again)
+        if group["momentum"] != 0 and group["dampening"] == 0:
+            return {"momentum_buffer": _make(_state_array(p))}
+        return {}
 
     def _update(self, hyper, params, grads, states):
         return F.sgd(params, grads, states, **hyper)

@@ -85,10 +85,9 @@ class _NormBase(Module):
     def reset_running_stats(self) -> None:
         """Zero the running mean and the batch counter, set the running variance to one (in place)."""
         if self.track_running_stats:
-            with no_grad():
-                self.running_mean.zero_()
-                self.running_var.fill_(1)
-                self.num_batches_tracked.zero_()
+            init.zeros_(self.running_mean)
+            init.ones_(self.running_var)
+            init.zeros_(self.num_batches_tracked)
 
     def reset_parameters(self) -> None:
         """Reset the running statistics, weight to ones and bias to zeros."""
