@@ -834,4 +834,4 @@ def test_training_step_in_nn_graph_matches_torch_at_kinks():
     step = _KinkStep(model, lf.optim.SGD(model.parameters(), lr=1.0))
     step(lf.tensor(x, dtype=lf.float32))
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-        np.testing.assert_array_equal(p.numpy(), q.detach().numpy(), err_msg=name)
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy(), err_msg=name)
