@@ -1,9 +1,11 @@
 """Start-up benchmarks (issue 15): import time and model construction in fresh processes, lazyflow against torch.
 
-Run: ``python -m benchmarks.bench_startup [--quick]``. Every measurement is a new Python process (median of repeats),
-with JAX's persistent compilation cache off, so each lazyflow process pays every XLA compile it needs; the number of
-compiles is counted from JAX's own compile events. Models are built by the same code for both frameworks
-(``benchmarks/models.py``): torchvision-style ResNet-50 and nanoGPT's 12-layer GPT (d=768), seeded.
+Run: ``python -m benchmarks.bench_startup [--quick]``. Every measurement is a new Python process (median of repeats).
+"cold": lazyflow's compile cache off (``LAZYFLOW_COMPILE_CACHE=0``), so each process pays every XLA compile it needs;
+"warm": a private cache directory filled by one earlier process. Compiles are counted from JAX's own compile events.
+Models are built by the same code for both frameworks (``benchmarks/models.py``): torchvision-style ResNet-50 and
+nanoGPT's 12-layer GPT (d=768), seeded. For ResNet-50 the child also runs eager SGD-momentum training steps at batch 8,
+64x64 (cross-entropy): the first step's time, and the compiles of steps 2-3 (the goal: none).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ fw, model = sys.argv[1], sys.argv[2]
 compiles = []
 if fw == "lazyflow":
     import jax
-    jax.config.update("jax_enable_compilation_cache", False)
     jax.monitoring.register_event_duration_secs_listener(
         lambda ev, d, **kw: compiles.append(d) if ev == "/jax/core/compile/backend_compile_duration" else None
     )
@@ -43,14 +44,38 @@ if model != "none":
     t1 = time.perf_counter()
     m = build(lib.nn, model)
     build_s = time.perf_counter() - t1
-print(json.dumps({"import_s": t_import, "build_s": build_s, "compiles": len(compiles), "compile_s": sum(compiles)}))
+n_build = len(compiles)
+step_s = later = None
+if model == "resnet50":
+    x, y = lib.randn(8, 3, 64, 64), lib.randint(0, 1000, (8,))
+    opt = lib.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    times = []
+    for k in range(3):
+        if k == 1:
+            before = len(compiles)
+        t2 = time.perf_counter()
+        loss = lib.nn.functional.cross_entropy(m(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        loss.item()
+        times.append(time.perf_counter() - t2)
+    step_s, later = times[0], len(compiles) - before
+print(json.dumps({"import_s": t_import, "build_s": build_s, "compiles": n_build, "compile_s": sum(compiles),
+                  "step_s": step_s, "later_compiles": later}))
 """
 
 
-def _child(fw: str, model: str) -> dict:
+def _child(fw: str, model: str, cache: str | None = None) -> dict:
+    """One fresh process; ``cache``: lazyflow's compile cache directory (None: the cache off)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     for k in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
         env.pop(k, None)
+    if cache is None:
+        env["LAZYFLOW_COMPILE_CACHE"] = "0"
+    else:
+        env["LAZYFLOW_COMPILE_CACHE"] = "1"
+        env["LAZYFLOW_COMPILE_CACHE_DIR"] = cache
     proc = subprocess.run(
         [sys.executable, "-c", _CHILD, fw, model], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
     )
@@ -65,26 +90,39 @@ def _median(runs: list[dict], key: str) -> float:
 
 def measure(quick: bool, only=None) -> dict:
     """Medians over fresh processes, torch and lazyflow alternating (so load on the machine hits both alike)."""
+    import tempfile
+
     repeat = 1 if quick else 3
     cases = [m for m in MODELS if (m in only if only else not quick or m == "resnet50")]
     out: dict = {"repeat": repeat, "cases": []}
     imports: dict[str, list] = {"torch": [], "lazyflow": []}
     for model in cases:
-        runs: dict[str, list] = {"torch": [], "lazyflow": []}
-        for _ in range(repeat):
-            for fw in ("torch", "lazyflow"):
-                r = _child(fw, model)
-                runs[fw].append(r)
-                imports[fw].append(r["import_s"])
-        out["cases"].append(
-            {
-                "case": model,
-                "lf_build": _median(runs["lazyflow"], "build_s"),
-                "torch_build": _median(runs["torch"], "build_s"),
-                "lf_compiles": max(r["compiles"] for r in runs["lazyflow"]),
-                "lf_compile_s": _median(runs["lazyflow"], "compile_s"),
-            }
-        )
+        runs: dict[str, list] = {"torch": [], "lazyflow": [], "warm": []}
+        with tempfile.TemporaryDirectory() as cache:
+            _child("lazyflow", model, cache)  # fills the cache
+            for _ in range(repeat):
+                for fw in ("torch", "lazyflow", "warm"):
+                    r = _child("lazyflow" if fw == "warm" else fw, model, cache if fw == "warm" else None)
+                    runs[fw].append(r)
+                    if fw != "warm":
+                        imports[fw].append(r["import_s"])
+        case = {
+            "case": model,
+            "lf_build": _median(runs["lazyflow"], "build_s"),
+            "warm_build": _median(runs["warm"], "build_s"),
+            "torch_build": _median(runs["torch"], "build_s"),
+            "lf_compiles": max(r["compiles"] for r in runs["lazyflow"]),
+            "warm_compiles": max(r["compiles"] for r in runs["warm"]),
+            "lf_compile_s": _median(runs["lazyflow"], "compile_s"),
+        }
+        if runs["torch"][0].get("step_s") is not None:
+            case.update(
+                lf_step=_median(runs["lazyflow"], "step_s"),
+                warm_step=_median(runs["warm"], "step_s"),
+                torch_step=_median(runs["torch"], "step_s"),
+                later_compiles=max(r["later_compiles"] for r in runs["lazyflow"] + runs["warm"]),
+            )
+        out["cases"].append(case)
     if not cases:  # import only
         for _ in range(repeat):
             for fw in ("torch", "lazyflow"):
@@ -118,6 +156,27 @@ def rows(res: dict) -> list[dict]:
                 "note": f"{c['lf_compiles']} XLA compiles ({c['lf_compile_s']:.2f} s); median of {n}",
             }
         )
+        out.append(
+            {
+                "case": f"build {c['case']} (fresh process, warm compile cache)",
+                "versus": "torch",
+                "lf": c["warm_build"],
+                "ref": c["torch_build"],
+                "note": f"{c['warm_compiles']} XLA compiles; median of {n}",
+            }
+        )
+        if "lf_step" in c:
+            for kind, key, target in (("no compile cache", "lf_step", None), ("warm compile cache", "warm_step", 2.0)):
+                row = {
+                    "case": f"first eager SGD step {c['case']} b8 64x64 ({kind})",
+                    "versus": "torch's first step",
+                    "lf": c[key],
+                    "ref": c["torch_step"],
+                    "note": f"compiles in steps 2-3: {c['later_compiles']}; median of {n}",
+                }
+                if target:
+                    row.update(target=target, target_text=f"<= {target:g}x (#15)")
+                out.append(row)
     return out
 
 
