@@ -20,6 +20,15 @@ CASES = [
     ("Adadelta", dict(), None),
     ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1), dict(lr=2.0)),
     ("Adadelta", dict(maximize=True), None),
+    ("Adamax", dict(), None),
+    ("Adamax", dict(lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1), dict(lr=0.03)),
+    ("Adamax", dict(lr=0.01, maximize=True), None),
+    ("NAdam", dict(lr=0.01), None),
+    ("NAdam", dict(lr=0.01, betas=(0.8, 0.99), weight_decay=0.1, momentum_decay=0.01), dict(lr=0.003)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True), None),
+    ("RAdam", dict(lr=0.01), None),
+    ("RAdam", dict(lr=0.01, betas=(0.5, 0.7), weight_decay=0.1), dict(lr=0.003)),
+    ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True), None),
 ]
 NAMES = sorted({c[0] for c in CASES})
 
@@ -237,6 +246,16 @@ BAD = [
     ("Adadelta", dict(rho=-0.1), "Invalid rho value"),
     ("Adadelta", dict(eps=-1e-6), "Invalid epsilon value"),
     ("Adadelta", dict(weight_decay=-1), "Invalid weight_decay value: -1"),
+    ("Adamax", dict(lr=-0.1), "Invalid learning rate: -0.1"),
+    ("Adamax", dict(betas=(1.0, 0.999)), "Invalid beta parameter at index 0: 1.0"),
+    ("Adamax", dict(betas=(0.9, -0.1)), "Invalid beta parameter at index 1: -0.1"),
+    ("Adamax", dict(eps=-1.0), "Invalid epsilon value: -1.0"),
+    ("NAdam", dict(momentum_decay=-1e-3), "Invalid momentum_decay value: -0.001"),
+    ("NAdam", dict(weight_decay=-0.5), "Invalid weight_decay value: -0.5"),
+    ("NAdam", dict(betas=(0.9, 1.0)), "Invalid beta parameter at index 1: 1.0"),
+    ("RAdam", dict(lr=-1e-3), "Invalid learning rate: -0.001"),
+    ("RAdam", dict(eps=-1e-8), "Invalid epsilon value"),
+    ("RAdam", dict(betas=(-0.5, 0.9)), "Invalid beta parameter at index 0: -0.5"),
 ]
 
 
