@@ -29,6 +29,12 @@ CASES = [
     ("RAdam", dict(lr=0.01), None),
     ("RAdam", dict(lr=0.01, betas=(0.5, 0.7), weight_decay=0.1), dict(lr=0.003)),
     ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True), None),
+    ("ASGD", dict(lr=0.05), None),
+    ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.5, t0=3, weight_decay=0.1), dict(lr=0.02)),
+    ("ASGD", dict(lr=0.05, t0=0, maximize=True), None),
+    ("Rprop", dict(), None),
+    ("Rprop", dict(lr=0.02, etas=(0.3, 1.5), step_sizes=(1e-3, 0.05)), dict(lr=0.005)),
+    ("Rprop", dict(lr=0.01, step_sizes=(5e-3, 0.02), maximize=True), None),
 ]
 NAMES = sorted({c[0] for c in CASES})
 
@@ -178,6 +184,43 @@ def test_state_dict_matches_torch_and_resumes(name, kwargs, second):
         _close_states(lo.state_dict(), to.state_dict(), f"after step {k}")
 
 
+def _special_grads(shapes=((3, 4), (5,)), steps=12):
+    """Gradients that hit the branches random ones miss: exact zeros (all, some), the same gradient repeated (Rprop
+    grows to its maximum step), exact sign flips (it shrinks to its minimum), an element flipping at every step."""
+    rng = np.random.default_rng(7)
+    base = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    out = []
+    for k in range(steps):
+        gs = []
+        for b in base:
+            g = b.copy() if k < 6 else (-b if k % 2 else b.copy())
+            if k == 2:
+                g[:] = 0.0
+            g.reshape(-1)[::3] = 0.0 if k % 3 == 1 else g.reshape(-1)[::3]
+            g.reshape(-1)[1] = (-1.0) ** k
+            gs.append(g)
+        out.append(gs)
+    return base, out
+
+
+@pytest.mark.parametrize(
+    "name,kwargs", [(c[0], c[1]) for c in CASES if c[2] is None], ids=[_id(c) for c in CASES if c[2] is None]
+)
+def test_special_gradients_match_torch(name, kwargs):
+    init, grads = _special_grads()
+    lp = [lf.tensor(a, requires_grad=True) for a in init]
+    tp = [torch.tensor(a, requires_grad=True) for a in init]
+    lo, to = getattr(lf.optim, name)(lp, **kwargs), getattr(torch.optim, name)(tp, **kwargs)
+    for k, g in enumerate(grads):
+        _set_grads(lp, g, lf)
+        _set_grads(tp, g, torch)
+        lo.step()
+        to.step()
+        for a, b in zip(lp, tp):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=RTOL, atol=ATOL, err_msg=str(k))
+    _close_states(lo.state_dict(), to.state_dict())
+
+
 def _numpy_state_dict(sd):
     return {
         "state": {i: {n: v.numpy() for n, v in s.items()} for i, s in sd["state"].items()},
@@ -256,6 +299,12 @@ BAD = [
     ("RAdam", dict(lr=-1e-3), "Invalid learning rate: -0.001"),
     ("RAdam", dict(eps=-1e-8), "Invalid epsilon value"),
     ("RAdam", dict(betas=(-0.5, 0.9)), "Invalid beta parameter at index 0: -0.5"),
+    ("ASGD", dict(lr=-0.01), "Invalid learning rate: -0.01"),
+    ("ASGD", dict(weight_decay=-0.01), "Invalid weight_decay value: -0.01"),
+    ("Rprop", dict(lr=-1.0), "Invalid learning rate: -1.0"),
+    ("Rprop", dict(etas=(1.0, 1.2)), "Invalid eta values: 1.0, 1.2"),
+    ("Rprop", dict(etas=(0.5, 0.9)), "Invalid eta values: 0.5, 0.9"),
+    ("Rprop", dict(etas=(0.0, 1.2)), "Invalid eta values: 0.0, 1.2"),
 ]
 
 
