@@ -4,6 +4,7 @@ through lf.save/lf.load, constructor signatures and argument errors."""
 
 import copy
 import inspect
+from typing import Any
 
 import numpy as np
 import pytest
@@ -275,7 +276,7 @@ def test_checkpoint_round_trip_continues_identically(tmp_path, name):
 
 
 # ---------------------------------------------------------------------------------------------- the constructor
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [*NAMES, "LBFGS"])
 def test_signature_is_torchs(name):
     ours, theirs = inspect.signature(getattr(lf.optim, name)), inspect.signature(getattr(torch.optim, name))
     assert [(p.name, p.kind, p.default) for p in ours.parameters.values()] == [
@@ -324,3 +325,198 @@ def test_torch_only_keyword_arguments_are_accepted(name):
         flags["foreach"] = None
     opt = getattr(lf.optim, name)([lf.ones(2, requires_grad=True)], **flags)
     assert all(opt.defaults[k] == v for k, v in flags.items())
+
+
+# ---------------------------------------------------------------------------------------------- LBFGS (eager only)
+LBFGS_CASES = [
+    dict(max_iter=5),
+    dict(lr=0.5, max_iter=4, history_size=3),
+    dict(max_iter=5, line_search_fn="strong_wolfe"),
+    dict(lr=0.8, max_iter=6, history_size=2, line_search_fn="strong_wolfe"),
+]
+
+
+def _closure(model, opt, x, y):
+    def closure():
+        opt.zero_grad()
+        loss = _loss(model, x, y)
+        loss.backward()
+        return loss
+
+    return closure
+
+
+def _close_lbfgs_states(lsd, tsd, what, rtol=1e-5, values=True):
+    """torch's LBFGS layout (Python ints and floats, 0-d and flat tensors, lists of them with None) and values."""
+    assert lsd["param_groups"] == tsd["param_groups"], what
+    assert list(lsd["state"]) == list(tsd["state"]) == [0], what
+    ls, ts = lsd["state"][0], tsd["state"][0]
+    assert list(ls) == list(ts), what
+    for key, tv in ts.items():
+        lv = ls[key]
+        if isinstance(tv, list):
+            assert len(lv) == len(tv) and [x is None for x in lv] == [x is None for x in tv], f"{what}: {key}"
+            pairs = [(a, b) for a, b in zip(lv, tv) if b is not None]
+        else:
+            pairs = [(lv, tv)]
+        # directions and coefficients are sums of cancelling terms: errors relative to the whole entry's scale
+        scale = max((float(b.abs().max()) for _, b in pairs if isinstance(b, torch.Tensor)), default=0.0)
+        for a, b in pairs:
+            assert isinstance(a, lf.Tensor) == isinstance(b, torch.Tensor), f"{what}: {key} {type(a)} {type(b)}"
+            assert type(a) is type(b) or isinstance(b, torch.Tensor), f"{what}: {key} {type(a)} {type(b)}"
+            if isinstance(b, torch.Tensor):
+                assert tuple(a.shape) == tuple(b.shape) and str(a.dtype)[-7:] == str(b.dtype)[-7:], f"{what}: {key}"
+                a, b = a.numpy(), b.numpy()
+            if isinstance(b, int):
+                assert a == b, f"{what}: {key}"  # n_iter, func_evals: the same iterations and evaluations
+            elif values:
+                atol = max(1e-7, rtol * scale)
+                np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=f"{what}: {key}")
+
+
+def _torch_lbfgs_state_as_numpy(sd):
+    """torch's LBFGS state dict with every tensor as numpy (also inside the history lists)."""
+
+    def conv(v):
+        if isinstance(v, list):
+            return [conv(x) for x in v]
+        return v.numpy() if isinstance(v, torch.Tensor) else v
+
+    return {
+        "state": {i: {n: conv(v) for n, v in s.items()} for i, s in sd["state"].items()},
+        "param_groups": copy.deepcopy(sd["param_groups"]),
+    }
+
+
+_RNG = np.random.default_rng(11)
+_M = _RNG.standard_normal((10, 10))
+_A, _B = _M.T @ _M / 10 + np.eye(10), _RNG.standard_normal(10)
+
+
+def _objective_closure(params, opt, lib):
+    """The loss and gradient of a smooth convex function (a quadratic plus a quartic) computed in float64 numpy
+    from the parameters' values, so torch and lazyflow see bitwise identical gradients: what remains to compare is
+    the optimizer itself (and float32 rounding, which a well-conditioned function does not amplify)."""
+
+    def closure():
+        opt.zero_grad()
+        x = np.concatenate([p.detach().numpy().reshape(-1) for p in params]).astype(np.float64)
+        f = 0.5 * x @ _A @ x - _B @ x + 0.25 * np.sum(x**4)
+        g = _A @ x - _B + x**3
+        offset = 0
+        for p in params:
+            n = int(np.prod(p.shape))
+            p.grad = lib.tensor(g[offset : offset + n].reshape(tuple(p.shape)).astype(np.float32))
+            offset += n
+        return lib.tensor(np.float32(f))
+
+    return closure
+
+
+@pytest.mark.parametrize("kwargs", LBFGS_CASES, ids=[str(k) for k in LBFGS_CASES])
+def test_lbfgs_matches_torch_on_identical_gradients_and_resumes_from_torchs_state(kwargs):
+    init = [np.array([[-1.2, 1.0], [0.5, -0.3], [1.5, 0.8]], np.float32), np.array([0.1, -0.7, 0.9, 1.1], np.float32)]
+    tp = [torch.tensor(a, requires_grad=True) for a in init]
+    lp = [lf.tensor(a, requires_grad=True) for a in init]
+    to, lo = torch.optim.LBFGS(tp, **kwargs), lf.optim.LBFGS(lp, **kwargs)
+    for k in range(6):
+        if k == 3:  # a fresh optimizer from torch's state dict (numpy arrays, lists of them, Python numbers)
+            lo = lf.optim.LBFGS(lp, lr=3.0)
+            lo.load_state_dict(_torch_lbfgs_state_as_numpy(to.state_dict()))
+            _close_lbfgs_states(lo.state_dict(), to.state_dict(), "loaded", rtol=0)
+        t_loss = to.step(_objective_closure(tp, to, torch))
+        l_loss = lo.step(_objective_closure(lp, lo, lf))
+        np.testing.assert_allclose(l_loss.item(), t_loss.item(), rtol=RTOL)
+        for a, b in zip(lp, tp):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=RTOL, atol=ATOL, err_msg=str(k))
+        # near the optimum the history holds differences of float32 gradients at their rounding floor: values are
+        # compared while the gradient is large, the layout and the iteration/evaluation counts always
+        away = float(to.state[tp[0]]["prev_flat_grad"].abs().max()) > 1e-2
+        _close_lbfgs_states(lo.state_dict(), to.state_dict(), f"step {k}", rtol=1e-4, values=away)
+
+
+@pytest.mark.parametrize("kwargs", LBFGS_CASES[::2], ids=[str(k) for k in LBFGS_CASES[::2]])
+def test_lbfgs_trains_an_nn_module_like_torch(kwargs):
+    """Real autograd gradients (which differ from torch's in the last bits): the same iterations, evaluations and
+    parameters; L-BFGS's differences of gradients amplify those bits, so the tolerance is looser."""
+    tm = _torch_model(4)
+    lm = _lf_model(tm)
+    to, lo = torch.optim.LBFGS(tm.parameters(), **kwargs), lf.optim.LBFGS(lm.parameters(), **kwargs)
+    x, y = _batch(0)
+    for k in range(3):
+        t_loss = to.step(_closure(tm, to, torch.tensor(x), torch.tensor(y)))
+        l_loss = lo.step(_closure(lm, lo, lf.tensor(x), lf.tensor(y)))
+        np.testing.assert_allclose(l_loss.item(), t_loss.item(), rtol=1e-4)
+        for (name, a), b in zip(lm.state_dict().items(), tm.state_dict().values()):
+            np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=f"{k}: {name}")
+        _close_lbfgs_states(lo.state_dict(), to.state_dict(), f"step {k}", values=False)
+
+
+def test_lbfgs_checkpoint_round_trip_continues_identically(tmp_path):
+    kwargs: dict[str, Any] = dict(max_iter=3, history_size=3, line_search_fn="strong_wolfe")
+    init = [np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2), np.array([0.1, -0.7, 0.9, 1.1], np.float32)]
+    tp = [torch.tensor(a, requires_grad=True) for a in init]
+    lp, up = ([lf.tensor(a, requires_grad=True) for a in init] for _ in range(2))
+    to = torch.optim.LBFGS(tp, **kwargs)
+    lo, uo = lf.optim.LBFGS(lp, **kwargs), lf.optim.LBFGS(up, **kwargs)  # uo: the uninterrupted run
+    for k in range(4):
+        if k == 2:
+            lf.save({"params": [p.detach() for p in lp], "opt": lo.state_dict()}, tmp_path / "ckpt")
+            ck = lf.load(tmp_path / "ckpt")
+            lp = [lf.tensor(p.numpy(), requires_grad=True) for p in ck["params"]]
+            lo = lf.optim.LBFGS(lp, lr=0.1)
+            lo.load_state_dict(ck["opt"])
+        to.step(_objective_closure(tp, to, torch))
+        lo.step(_objective_closure(lp, lo, lf))
+        uo.step(_objective_closure(up, uo, lf))
+        for a, u, b in zip(lp, up, tp):
+            np.testing.assert_array_equal(a.detach().numpy(), u.detach().numpy())
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=RTOL, atol=ATOL, err_msg=str(k))
+    _close_lbfgs_states(lo.state_dict(), to.state_dict(), "end", values=False)
+    ls, us = lo.state_dict()["state"][0], uo.state_dict()["state"][0]
+    assert (ls["n_iter"], ls["func_evals"]) == (us["n_iter"], us["func_evals"])
+    for key in ("d", "prev_flat_grad", "H_diag"):
+        np.testing.assert_array_equal(ls[key].numpy(), us[key].numpy(), err_msg=key)
+
+
+def test_lbfgs_state_dict_is_a_snapshot_and_graph_refuses_it():
+    lm = _lf_model(_torch_model(7))
+    lo = lf.optim.LBFGS(lm.parameters(), max_iter=3, history_size=2)
+    x, y = (lf.tensor(a) for a in _batch(2))
+    lo.step(_closure(lm, lo, x, y))
+    sd = lo.state_dict()
+    before = [t.numpy().copy() for t in sd["state"][0]["old_dirs"]] + [sd["state"][0]["prev_flat_grad"].numpy().copy()]
+    lo.step(_closure(lm, lo, x, y))
+    after = [t.numpy() for t in sd["state"][0]["old_dirs"]] + [sd["state"][0]["prev_flat_grad"].numpy()]
+    assert len(before) == len(after) and all(np.array_equal(a, b) for a, b in zip(before, after))
+    with pytest.raises(lf.GraphError, match="closure"):
+        _Step(lm, lo)(x, y)
+    with pytest.raises(lf.GraphError, match=r"step\(closure\) eagerly"):
+        lo.functional_update([], [], [], [])
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (dict(lr=-1.0), ValueError, "Invalid learning rate: -1.0"),
+        (dict(line_search_fn="armijo"), RuntimeError, "only 'strong_wolfe' is supported"),
+    ],
+)
+def test_lbfgs_errors_like_torch(kwargs, error, match):
+    for lib in (torch, lf):
+        w = lib.ones(2, requires_grad=True)
+
+        def closure(w=w):
+            loss = (w * w).sum()
+            loss.backward()
+            return loss
+
+        with pytest.raises(error, match=match):
+            lib.optim.LBFGS([w], **kwargs).step(closure)
+    with pytest.raises(ValueError, match="parameter groups"):
+        lf.optim.LBFGS([{"params": [lf.ones(1, requires_grad=True)]}, {"params": [lf.ones(1, requires_grad=True)]}])
+
+
+def test_every_new_optimizer_is_exported():
+    for name in [*NAMES, "LBFGS"]:
+        assert name in lf.optim.__all__ and getattr(lf.optim, name).__module__.startswith("lazyflow.optim.")

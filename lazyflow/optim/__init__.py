@@ -7,6 +7,7 @@ from .adam import Adam
 from .adamax import Adamax
 from .adamw import AdamW
 from .asgd import ASGD
+from .lbfgs import LBFGS
 from .nadam import NAdam
 from .optimizer import Optimizer
 from .radam import RAdam
@@ -25,5 +26,8 @@ __all__ = [
     "Adamax",
     "NAdam",
     "RAdam",
+    "ASGD",
+    "Rprop",
+    "LBFGS",
     "lr_scheduler",
 ]
