@@ -139,6 +139,8 @@ def test_training_matches_torch_after_every_step(name, kwargs, second, mode):
         np.testing.assert_allclose(l_loss, t_loss, rtol=RTOL, atol=ATOL, err_msg=f"loss at step {k}")
         _close_models(lm, tm, f"{mode} step {k}")
     _close_states(lo.state_dict(), to.state_dict(), mode)
+    if step is not None:  # all state exists before the first update and torch's step-dependent branches are selects
+        assert step.cache_info().compiles == 1
 
 
 def _data(seed, shapes=((3, 4), (5,), ()), steps=STEPS):
