@@ -5,7 +5,8 @@ Run: ``python -m benchmarks.bench_startup [--quick]``. Every measurement is a ne
 "warm": a private cache directory filled by one earlier process. Compiles are counted from JAX's own compile events.
 Models are built by the same code for both frameworks (``benchmarks/models.py``): torchvision-style ResNet-50 and
 nanoGPT's 12-layer GPT (d=768), seeded. For ResNet-50 the child also runs eager SGD-momentum training steps at batch 8,
-64x64 (cross-entropy): the first step's time, and the compiles of steps 2-3 (the goal: none).
+64x64 (cross-entropy): the first step's time, and the compiles of steps 2-3 (the goal: none); ``--quick`` (the smoke
+test) builds only.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ if model != "none":
     build_s = time.perf_counter() - t1
 n_build = len(compiles)
 step_s = later = None
-if model == "resnet50":
+if model == "resnet50" and sys.argv[3] == "steps":
     x, y = lib.randn(8, 3, 64, 64), lib.randint(0, 1000, (8,))
     opt = lib.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
     times = []
@@ -66,7 +67,7 @@ print(json.dumps({"import_s": t_import, "build_s": build_s, "compiles": n_build,
 """
 
 
-def _child(fw: str, model: str, cache: str | None = None) -> dict:
+def _child(fw: str, model: str, cache: str | None = None, steps: bool = False) -> dict:
     """One fresh process; ``cache``: lazyflow's compile cache directory (None: the cache off)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
     for k in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
@@ -77,7 +78,12 @@ def _child(fw: str, model: str, cache: str | None = None) -> dict:
         env["LAZYFLOW_COMPILE_CACHE"] = "1"
         env["LAZYFLOW_COMPILE_CACHE_DIR"] = cache
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, fw, model], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, "-c", _CHILD, fw, model, "steps" if steps else "build"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"{fw} {model}: exit {proc.returncode}: {proc.stderr.strip()[-2000:]}")
@@ -99,10 +105,10 @@ def measure(quick: bool, only=None) -> dict:
     for model in cases:
         runs: dict[str, list] = {"torch": [], "lazyflow": [], "warm": []}
         with tempfile.TemporaryDirectory() as cache:
-            _child("lazyflow", model, cache)  # fills the cache
+            _child("lazyflow", model, cache, not quick)  # fills the cache
             for _ in range(repeat):
                 for fw in ("torch", "lazyflow", "warm"):
-                    r = _child("lazyflow" if fw == "warm" else fw, model, cache if fw == "warm" else None)
+                    r = _child("lazyflow" if fw == "warm" else fw, model, cache if fw == "warm" else None, not quick)
                     runs[fw].append(r)
                     if fw != "warm":
                         imports[fw].append(r["import_s"])
