@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .config import GRAPH_INDEX_CHECKS
 from .context import state
@@ -118,7 +119,7 @@ def failure(checks: tuple[tuple[str, type], ...], summary) -> Exception | None:
     """On the host, after the program ran: eager's error if ``summary`` (from :func:`summarize`) says a check
     failed, else None. ``checks``: each recorded check's ``(message, error)``. Reading ``summary`` waits for the
     program."""
-    first, value = (int(x) for x in jax.device_get(summary))
+    first, value = np.asarray(summary).tolist()
     if first < 0:
         return None
     message, error = checks[first]

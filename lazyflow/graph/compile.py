@@ -91,10 +91,11 @@ class _Variant:
         "connect",
         "donates",
         "messages",
+        "check",
     )
 
     def __init__(self, n_carry, diff, connect, donates):
-        self.kernel = self.fwd = self.bwd = None
+        self.kernel = self.fwd = self.bwd = self.check = None
         self.out_tree = self.out_metas = None
         self.messages = ()  # the deferred checks' (message, error); empty: the program has no check output
         self.n_rng = 0
@@ -177,10 +178,6 @@ class CompiledFunction:
 
     def _after(self, aux_out) -> None:
         """After the program ran and the state was written back."""
-
-    def _rollback(self, aux_out) -> None:
-        """After a program whose index check failed, before the error is raised: ``aux_out`` holds the donated
-        auxiliary inputs' old values (the program kept them)."""
 
     def _extra_key(self):
         return ()
@@ -308,11 +305,9 @@ class CompiledFunction:
             new = [new_state[i] for i in written]
             summary = None
             if deferred:
-                # a failed check keeps every state update at its old value (torch raises before updating anything)
-                bad, summary = summarize(deferred)
-                new = [jnp.where(bad, state_vals[i], x) for i, x in zip(written, new)]
-                if jax.tree_util.tree_structure(aux_out) == jax.tree_util.tree_structure(donated):
-                    aux_out = jax.tree_util.tree_map(lambda old, x: jnp.where(bad, old, x), donated, aux_out)
+                # read on the host after the call: a failed check writes nothing back (the program of a variant
+                # with checks donates nothing, so the old state is intact; torch raises before updating anything)
+                _, summary = summarize(deferred)
             if shardings is not None:
                 new = [
                     jax.lax.with_sharding_constraint(x, shardings[i]) if shardings[i] is not None else x
@@ -379,9 +374,24 @@ class CompiledFunction:
                 carried = []
             call_args = (carried, rest, donated, kept, arg_vals, seed, offset)
             del carried, rest, donated
+            if first and v.check is None:
+                traced = v.kernel.trace(*call_args)  # the trace says whether the program checks values
+                if v.info["messages"]:
+                    v.check = _check_program(traced.jaxpr)
+            if v.check is not None:
+                # a program of the checks alone (XLA drops the rest) runs first: a failed check raises before the
+                # step, so nothing is donated or changed -- torch raises before updating anything too
+                self._checked += 1
+                run, inputs = v.check
+                leaves = jax.tree_util.tree_leaves(call_args)
+                error = failure(v.info["messages"], run(*[leaves[i] for i in inputs]))
+                del leaves
+                if error is not None:
+                    raise error
             if first and self._debug >= 2:
                 self._print_program(v.kernel, call_args)
             new, aux_out, rest_new, outs, summary = v.kernel(*call_args)
+            summary = None  # read above
             del call_args
             new += rest_new
         if first:
@@ -403,17 +413,15 @@ class CompiledFunction:
                 # this call ran with the captured values baked in (correct now); lift them to inputs from now on
                 self._lifted = self._lifted + captured
                 self._variants.clear()
+        if summary is not None:
+            self._checked += 1
+            error = failure(v.messages, summary)
+            if error is not None:  # nothing written back, no optimizer state loaded, no RNG offset advanced
+                raise error
         for i, val in zip(v.written, new):
             t = all_state[i]
             t._value = val
             t._version += 1
-        if summary is not None:
-            self._checked += 1
-            error = failure(v.messages, summary)
-            if error is not None:
-                # the program wrote back the old state (donated buffers must be replaced); the rest is undone here
-                self._rollback(aux_out)
-                raise error
         if v.n_rng:
             default_generator._offset += v.n_rng
         self._after(aux_out)
@@ -431,6 +439,28 @@ class CompiledFunction:
         print(f"[{self._where}] traced program:\n{traced.jaxpr}")
         if self._debug >= 3:
             print(f"[{self._where}] optimized HLO:\n{traced.lower().compile().as_text()}")
+
+
+def _check_program(closed_jaxpr):
+    """The traced program reduced to its last output, the deferred checks' summary: ``(run, inputs)``, where
+    ``run(*[leaves[i] for i in inputs])`` computes the summary from the call's flattened arguments. Dead code and
+    unused inputs are removed (JAX's jaxpr DCE; without it, XLA's), so what runs is the index reductions and whatever
+    computes the indices, and the call passes only the arrays they read."""
+    from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
+
+    jaxpr = closed_jaxpr.jaxpr
+    inputs = list(range(len(jaxpr.invars)))
+    try:
+        from jax._src.interpreters.partial_eval import dce_jaxpr
+
+        pruned, used = dce_jaxpr(jaxpr, [False] * (len(jaxpr.outvars) - 1) + [True], instantiate=False)
+        closed_jaxpr = ClosedJaxpr(pruned, closed_jaxpr.consts)
+        inputs = [i for i, u in enumerate(used) if u]
+        last = 0
+    except Exception:  # a JAX without this internal: the whole program's inputs, XLA removes the dead code
+        last = -1
+    fn = jaxpr_as_fun(closed_jaxpr)
+    return jax.jit(lambda *flat: fn(*flat)[last]), inputs
 
 
 def _make_bwd(outs):

@@ -160,14 +160,6 @@ class _StepProgram(CompiledFunction):
             if sch is not None:
                 sch.step()
 
-    def _rollback(self, aux_out) -> None:
-        """A failed index check: the optimizers get their state back (the program returned the old values in place
-        of the donated buffers); no gradient is cleared and no scheduler steps. State that ``functional_state()``
-        created for this call (a first step) stays, at its initial value: the Graph sees optimizers only through
-        their public functional protocol, which cannot delete state."""
-        for (opt, _), old_st in zip(self._graph._optimizers, aux_out):
-            opt.load_functional_state(old_st)
-
     def _extra_key(self):
         return (
             tuple(m.training for mod in self._graph._modules.values() for m in mod.modules()),
