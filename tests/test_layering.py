@@ -36,6 +36,9 @@ LAYERS = {
     "lazyflow._methods": 2.9,
     "lazyflow.amp": 2.95,
     "lazyflow.eager": 3,
+    "lazyflow.cuda": 3,  # torch.cuda's queries over JAX's GPUs (and cuda.amp over lazyflow.amp)
+    "lazyflow.accelerator": 3,
+    "lazyflow.backends": 3,
     "lazyflow.graph.trace": 3,
     "lazyflow.graph.functionalize": 3,
     "lazyflow.graph.compile": 3,
