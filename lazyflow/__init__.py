@@ -110,7 +110,7 @@ from .graph.nn_graph import Graph as _Graph
 
 nn.Graph = _Graph  # lf.nn.Graph (defined in lazyflow.graph: it sits above nn and optim)
 from . import checkpoint, config
-from . import accelerator, backends, cuda
+from . import accelerator, backends, cuda, jit
 from .checkpoint import load, save
 
 bool = bool_

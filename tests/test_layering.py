@@ -51,6 +51,7 @@ LAYERS = {
     "lazyflow.graph": 5,  # graph/__init__, module.py (CompiledModule) and nn_graph.py sit above nn/optim
     "lazyflow.checkpoint": 6,
     "lazyflow.config": 6,
+    "lazyflow.jit": 6,  # torch.jit's entry points over lf.compile
     "lazyflow": 9,  # the package __init__ re-exports everything
 }
 
