@@ -47,7 +47,10 @@ from ._core.errors import (
     ValueRangeError,
     DivisionByZeroError,
     OutOfMemoryError,
+    NoCudaError,
+    NotSupportedError,
 )
+from ._core.precision import get_float32_matmul_precision, set_float32_matmul_precision
 from ._tensor import Tensor, from_jax
 from . import eager  # installs the eager interpreter
 from . import _methods
@@ -107,6 +110,7 @@ from .graph.nn_graph import Graph as _Graph
 
 nn.Graph = _Graph  # lf.nn.Graph (defined in lazyflow.graph: it sits above nn and optim)
 from . import checkpoint, config
+from . import accelerator, backends, cuda, jit
 from .checkpoint import load, save
 
 bool = bool_

@@ -36,6 +36,9 @@ LAYERS = {
     "lazyflow._methods": 2.9,
     "lazyflow.amp": 2.95,
     "lazyflow.eager": 3,
+    "lazyflow.cuda": 3,  # torch.cuda's queries over JAX's GPUs (and cuda.amp over lazyflow.amp)
+    "lazyflow.accelerator": 3,
+    "lazyflow.backends": 3,
     "lazyflow.graph.trace": 3,
     "lazyflow.graph.functionalize": 3,
     "lazyflow.graph.compile": 3,
@@ -48,6 +51,7 @@ LAYERS = {
     "lazyflow.graph": 5,  # graph/__init__, module.py (CompiledModule) and nn_graph.py sit above nn/optim
     "lazyflow.checkpoint": 6,
     "lazyflow.config": 6,
+    "lazyflow.jit": 6,  # torch.jit's entry points over lf.compile
     "lazyflow": 9,  # the package __init__ re-exports everything
 }
 

@@ -238,7 +238,41 @@ def _audit():
                     False,
                 )
             )
+    for ours_ns, theirs_ns, prefix in NAMESPACES:
+        for name in _public_functions(ours_ns, ours_ns.__all__):
+            theirs = getattr(theirs_ns, name, None)
+            if theirs is not None:
+                sigs = torch_signatures(theirs, name, False)
+                rows.append(
+                    (f"lazyflow.{prefix}.{name}", f"torch.{prefix}.{name}", sigs, getattr(ours_ns, name), False)
+                )
     return rows
+
+
+#: torch's device/runtime namespaces and their lazyflow counterparts, audited function by function
+NAMESPACES = [
+    (lf.cuda, torch.cuda, "cuda"),
+    (lf.accelerator, torch.accelerator, "accelerator"),
+    (lf.jit, torch.jit, "jit"),
+    (lf.backends.cuda, torch.backends.cuda, "backends.cuda"),
+    (lf.backends.cudnn, torch.backends.cudnn, "backends.cudnn"),
+    (lf.backends.mps, torch.backends.mps, "backends.mps"),
+    (lf.backends.cpu, torch.backends.cpu, "backends.cpu"),
+]
+
+
+@pytest.mark.parametrize("ns", NAMESPACES, ids=[p for _, _, p in NAMESPACES])
+def test_namespace_names_are_torchs(ns):
+    """Every public name of lf.cuda, lf.accelerator, lf.jit and lf.backends.* is torch's name in the same place."""
+    ours, theirs, prefix = ns
+    invented = [n for n in ours.__all__ if not hasattr(theirs, n) and n not in NAMESPACE_EXTRAS]
+    assert not invented, f"lf.{prefix} has names torch.{prefix} lacks: {invented}"
+
+
+#: lazyflow's own names inside those namespaces, and why
+NAMESPACE_EXTRAS = {
+    "DeviceProperties": "the type lf.cuda.get_device_properties returns (torch's is torch._C._CudaDeviceProperties)",
+}
 
 
 AUDIT = _audit()

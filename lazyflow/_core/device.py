@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any, TypeAlias
 
 import jax
 
 from .errors import DeviceError
 
-__all__ = ["Device", "device", "to_jax_device", "from_jax_device", "default_device"]
+__all__ = [
+    "Device",
+    "device",
+    "to_jax_device",
+    "from_jax_device",
+    "default_device",
+    "devices_of",
+    "current_index",
+    "set_current_index",
+]
 
 # ``jax.Device`` in annotations: jaxlib ships no stub for its C++ Device class, so a type checker sees
 # ``jax.Device`` as a plain variable (isinstance checks against ``jax.Device`` itself are fine).
@@ -65,16 +75,13 @@ def to_jax_device(d) -> JaxDevice:
         return d
     d = Device(d) if not isinstance(d, Device) else d
     platform = _PLATFORM[d.type]
-    try:
-        devs = jax.devices(platform)
-    except RuntimeError:
-        devs = []
+    devs = devices_of(d.type)
     if not devs:
         raise DeviceError(
             f"device {d} requested but JAX has no {platform} devices here (available: "
             f"{sorted({x.platform for x in jax.devices()})}); install a jax build for that platform"
         )
-    idx = d.index or 0
+    idx = current_index(d.type) if d.index is None else d.index
     if idx >= len(devs):
         raise DeviceError(f"device {d} requested but only {len(devs)} {d.type} device(s) exist")
     return devs[idx]
@@ -91,3 +98,25 @@ def from_jax_device(jd: JaxDevice) -> Device:
 
 def default_device() -> Device:
     return from_jax_device(jax.devices()[0])
+
+
+def devices_of(type: str) -> list[JaxDevice]:
+    """JAX's devices for a lazyflow device type (``'cuda'``: JAX's GPUs); empty when JAX has none."""
+    try:
+        return jax.devices(_PLATFORM[type])
+    except RuntimeError:
+        return []
+
+
+# torch's "current device" of each type, which a device without an index ('cuda') means. torch keeps one per thread.
+_current = threading.local()
+
+
+def current_index(type: str) -> int:
+    """The index ``'cuda'`` (no index) means: 0 unless ``lf.cuda.set_device`` chose another."""
+    return getattr(_current, type, 0)
+
+
+def set_current_index(type: str, index: int) -> None:
+    """Make ``index`` the current device of ``type`` in this thread (the caller checks that it exists)."""
+    setattr(_current, type, index)

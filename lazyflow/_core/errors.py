@@ -20,6 +20,8 @@ __all__ = [
     "CheckpointUnpicklingError",
     "CheckpointWriteError",
     "GraphError",
+    "NoCudaError",
+    "NotSupportedError",
     "user_frame",
 ]
 
@@ -95,6 +97,17 @@ class CheckpointWriteError(CheckpointError, OSError):
 class GraphError(LazyflowError, RuntimeError):
     """An operation that graph mode cannot trace (data-dependent Python control flow, ``.item()`` on a
     traced tensor, a non-tensor result...). The message names the operation and the user's file:line."""
+
+
+class NoCudaError(DeviceError, AssertionError):
+    """A CUDA-only call (``lf.cuda.current_device()``, ``synchronize()``, ``get_device_name()``...) where JAX has no
+    GPU. An AssertionError, as torch's CPU build raises ("Torch not compiled with CUDA enabled"), and a
+    RuntimeError, as torch raises on entering ``torch.cuda.device(0)`` there."""
+
+
+class NotSupportedError(LazyflowError, NotImplementedError):
+    """A torch feature lazyflow deliberately does not emulate (``lf.jit.save``: TorchScript archives); the message
+    names what to use instead."""
 
 
 def user_frame() -> str:
