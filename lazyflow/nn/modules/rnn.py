@@ -18,7 +18,7 @@ import warnings
 from typing import Any
 
 from ..._core.context import state
-from ..._core.errors import ArgumentError, DTypeError, ShapeError
+from ..._core.errors import ArgumentError, DTypeError, OpError, ShapeError
 from ..._creation import _gen, empty
 from ..._tensor import Tensor
 from ...ops.table import REGISTRY as R
@@ -490,10 +490,10 @@ class RNNCell(RNNCellBase):
         """One step from ``input`` ``(N, input_size)`` or ``(input_size,)`` and ``hx`` (zeros if None).
 
         Raises:
-            ShapeError: wrong ranks, feature or batch sizes. RuntimeError: an unknown nonlinearity.
+            ShapeError: wrong ranks, feature or batch sizes. OpError (a RuntimeError): an unknown nonlinearity.
         """
         if self.nonlinearity not in ("tanh", "relu"):
-            raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
+            raise OpError(f"Unknown nonlinearity: {self.nonlinearity!r}. Select from 'tanh' or 'relu'.")
         mode = "RNN_TANH" if self.nonlinearity == "tanh" else "RNN_RELU"
         return self._step(mode, input, [("hidden", hx)])
 
