@@ -443,3 +443,45 @@ def test_packed_sequence_is_refused_with_a_clear_error():
     seq = torch.nn.utils.rnn.pack_sequence([torch.zeros(3, 2), torch.zeros(2, 2)])
     with pytest.raises(TypeError, match="PackedSequence is not supported"):
         lf.nn.LSTM(2, 3)(seq)
+
+
+# ---------------------------------------------------------------- pad_sequence
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+@pytest.mark.parametrize("trailing", [(), (2, 3)], ids=["1d", "3d"])
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_pad_sequence_vs_torch(padding_side, batch_first, trailing, mode):
+    arrs = [_arr((n, *trailing), n) for n in (3, 1, 4, 4)]
+    ls = [lf.tensor(a, requires_grad=True) for a in arrs]
+    ts = [torch.tensor(a, requires_grad=True) for a in arrs]
+    kw = {"batch_first": batch_first, "padding_value": -1.5, "padding_side": padding_side}
+
+    def fn(*seqs):
+        return lf.nn.utils.rnn.pad_sequence(list(seqs), **kw)
+
+    got = (lf.compile(fn) if mode == "graph" else fn)(*ls)
+    want = torch.nn.utils.rnn.pad_sequence(ts, **kw)
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    g = _arr(tuple(want.shape), 9)
+    (got * lf.tensor(g)).sum().backward()
+    (want * torch.tensor(g)).sum().backward()
+    for a, b in zip(ls, ts):
+        np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())
+
+
+def test_pad_sequence_of_a_tensor_and_bad_input():
+    a = _arr((3, 2, 4), 0)
+    np.testing.assert_array_equal(
+        lf.nn.utils.rnn.pad_sequence(lf.tensor(a), batch_first=True).numpy(),
+        torch.nn.utils.rnn.pad_sequence(torch.tensor(a), batch_first=True).numpy(),
+    )
+    for args, kw in (
+        (([lf.zeros(2)],), {"padding_side": "middle"}),
+        (([],), {}),
+        (([lf.zeros(2, 3), lf.zeros(2, 4)],), {}),
+    ):
+        targs = [[torch.zeros(*t.shape) for t in args[0]]]
+        with pytest.raises(Exception) as tinfo:  # the class to expect is read from torch
+            torch.nn.utils.rnn.pad_sequence(*targs, **kw)
+        with pytest.raises(type(tinfo.value)):
+            lf.nn.utils.rnn.pad_sequence(*args, **kw)
