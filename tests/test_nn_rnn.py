@@ -365,6 +365,33 @@ def test_dropout_scales_kept_units():
     np.testing.assert_allclose(out[kept], (x / 0.75)[kept], rtol=1e-6)
 
 
+# ---------------------------------------------------------------- special points
+@pytest.mark.parametrize("name", ["RNN", "LSTM", "GRU"])
+def test_empty_batch_like_torch(name):
+    lm, tm = _pair_module(name, {"input_size": 3, "hidden_size": 4, "num_layers": 2})
+    lres, tres = lm(lf.zeros(5, 0, 3)), tm(torch.zeros(5, 0, 3))
+    assert tuple(lres[0].shape) == tuple(tres[0].shape) == (5, 0, 4)
+    lh, th = (lres[1][0], tres[1][0]) if name == "LSTM" else (lres[1], tres[1])
+    assert tuple(lh.shape) == tuple(th.shape) == (2, 0, 4)
+
+
+def test_relu_rnn_gradient_at_zero_like_torch():
+    """All-zero weights, input and state: every pre-activation is exactly 0, where torch's relu gradient is 0."""
+    kw = {"input_size": 3, "hidden_size": 4, "nonlinearity": "relu", "num_layers": 2}
+    lm, tm = _pair_module("RNN", kw)
+    with torch.no_grad():
+        for p in tm.parameters():
+            p.zero_()
+    lm.load_state_dict({k: v.numpy().copy() for k, v in tm.state_dict().items()})
+    lx, tx = lf.zeros(4, 2, 3, requires_grad=True), torch.zeros(4, 2, 3, requires_grad=True)
+    (lm(lx)[0] * 2.0).sum().backward()
+    (tm(tx)[0] * 2.0).sum().backward()
+    np.testing.assert_array_equal(lx.grad.numpy(), tx.grad.numpy())
+    tp = dict(tm.named_parameters())
+    for k, p in lm.named_parameters():
+        np.testing.assert_array_equal(p.grad.numpy(), tp[k].grad.numpy(), err_msg=k)
+
+
 # ---------------------------------------------------------------- kernels per call
 def test_eager_runs_one_kernel_per_call_whatever_the_length():
     m = lf.nn.LSTM(3, 4, num_layers=2, bidirectional=True)
@@ -406,6 +433,8 @@ BAD = [
     ("hidden_2d_for_batched", lambda nn, m: nn.GRU(3, 4)(_x(m, 5, 2, 3), _x(m, 2, 4))),
     ("input_4d", lambda nn, m: nn.LSTM(3, 4)(_x(m, 5, 2, 1, 3))),
     ("input_1d", lambda nn, m: nn.RNN(3, 4)(_x(m, 3))),
+    ("empty_sequence", lambda nn, m: nn.LSTM(3, 4)(_x(m, 0, 2, 3))),
+    ("empty_sequence_batch_first", lambda nn, m: nn.GRU(3, 4, batch_first=True)(_x(m, 2, 0, 3))),
     ("proj_size_ge_hidden", lambda nn, m: nn.LSTM(3, 4, proj_size=4)),
     ("proj_size_negative", lambda nn, m: nn.LSTM(3, 4, proj_size=-1)),
     ("nonlinearity_foo", lambda nn, m: nn.RNN(3, 4, nonlinearity="foo")),

@@ -197,6 +197,10 @@ class RNNBase(Module):
             raise ShapeError(
                 f"{name}: input.size(-1) must be equal to input_size. Expected {self.input_size}, got {input.shape[-1]}"
             )
+        if input.shape[1 if batched and self.batch_first else 0] == 0:
+            raise ShapeError(
+                f"{name}: Expected sequence length to be larger than 0 in RNN, got input of shape {list(input.shape)}"
+            )
         dirs = 2 if self.bidirectional else 1
         lead = (self.num_layers * dirs,) + ((input.shape[0 if self.batch_first else 1],) if batched else ())
         real = self.proj_size if self.proj_size > 0 else self.hidden_size
