@@ -392,6 +392,22 @@ def test_relu_rnn_gradient_at_zero_like_torch():
         np.testing.assert_array_equal(p.grad.numpy(), tp[k].grad.numpy(), err_msg=k)
 
 
+def test_double_backward_like_torch():
+    """A gradient penalty through a GRU (create_graph=True): the scan's vjp is itself differentiated."""
+    lm, tm = _pair_module("GRU", {"input_size": 3, "hidden_size": 4, "num_layers": 2})
+    x = _arr((5, 2, 3), 0)
+    lx, tx = lf.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (lg,) = lf.autograd.grad(lm(lx)[0].sum(), lx, create_graph=True)
+    (tg,) = torch.autograd.grad(tm(tx)[0].sum(), tx, create_graph=True)
+    _close(lg.detach().numpy(), tg.detach().numpy(), "first gradient")
+    (lg**2).sum().backward()
+    (tg**2).sum().backward()
+    _close(lx.grad.numpy(), tx.grad.numpy(), "second-order gradient of the input")
+    tp = dict(tm.named_parameters())
+    for k, p in lm.named_parameters():
+        _close(p.grad.numpy(), tp[k].grad.numpy(), f"second-order gradient of {k}")
+
+
 # ---------------------------------------------------------------- kernels per call
 def test_eager_runs_one_kernel_per_call_whatever_the_length():
     m = lf.nn.LSTM(3, 4, num_layers=2, bidirectional=True)
