@@ -1363,6 +1363,8 @@ INTERNAL = {
     "clip_grad_norm": "nn.utils.clip_grad_norm_ over a parameter list (test_init)",
     "clip_grad_value": "nn.utils.clip_grad_value_ over a parameter list (test_init)",
     "orthogonal_into": "nn.init.orthogonal_ (test_init)",
+    "rnn": "nn.RNN/LSTM/GRU against torch's layers, forward and gradients (test_nn_rnn)",
+    "rnn_cell": "nn.RNNCell/LSTMCell/GRUCell against torch's cells (test_nn_rnn)",
 }
 
 

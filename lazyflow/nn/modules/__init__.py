@@ -10,6 +10,7 @@ from . import (
     loss,
     normalization,
     pooling,
+    rnn,
     sparse,
     transformer,
 )
@@ -22,11 +23,25 @@ from .linear import *
 from .loss import *
 from .normalization import *
 from .pooling import *
+from .rnn import *
 from .sparse import *
 from .transformer import *
 
 __all__ = [
     n
-    for m in (container, linear, activation, loss, dropout, sparse, flatten, conv, pooling, normalization, transformer)
+    for m in (
+        container,
+        linear,
+        activation,
+        loss,
+        dropout,
+        sparse,
+        flatten,
+        conv,
+        pooling,
+        normalization,
+        transformer,
+        rnn,
+    )
     for n in m.__all__
 ]

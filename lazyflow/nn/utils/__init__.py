@@ -1,5 +1,6 @@
-"""``lazyflow.nn.utils``: gradient clipping and parameter/vector conversion."""
+"""``lazyflow.nn.utils``: gradient clipping, parameter/vector conversion and sequence padding (``utils.rnn``)."""
 
+from . import rnn
 from .clip_grad import clip_grad_norm, clip_grad_norm_, clip_grad_value_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 
@@ -10,4 +11,5 @@ __all__ = [
     "get_total_norm",
     "parameters_to_vector",
     "vector_to_parameters",
+    "rnn",
 ]
