@@ -36,15 +36,23 @@ def test_data_dependent_shapes_need_eager_mode():
     np.testing.assert_array_equal(lf.compile(lambda a: lf.where(a > 0, a, 0.0))(x).numpy(), [1.0, 0.0, 3.0])
 
 
-def test_out_of_range_indices_raise_eagerly_and_fill_with_nan_in_graph_mode():
+def test_out_of_range_indices_raise_in_both_modes_unless_graph_checks_are_off():
     table = lf.arange(12.0).reshape(4, 3)
     idx = lf.tensor([0, 5])
     with pytest.raises(IndexError):
         lf.index_select(table, 0, idx)
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError) as eager:
         F.embedding(idx, table)
-    # a traced index has no value to check: the out-of-range row comes back as NaN (documented difference)
-    out = lf.compile(lambda t, i: F.embedding(i, t))(table, idx).numpy()
+    f = lf.compile(lambda t, i: F.embedding(i, t))
+    with pytest.raises(IndexError) as graph:  # checked after a program of the checks alone
+        f(table, idx)
+    assert str(graph.value) == str(eager.value)
+    # the documented opt-out: no check, XLA's out-of-range gather fills the row with NaN
+    lf.graph.set_index_checks(False)
+    try:
+        out = f(table, idx).numpy()
+    finally:
+        lf.graph.set_index_checks(True)
     np.testing.assert_array_equal(out[0], [0.0, 1.0, 2.0])
     assert np.isnan(out[1]).all()
 

@@ -447,8 +447,9 @@ def test_conversion_outside_torchs_defined_range_is_as_documented():
 
 
 def test_readme_reading_values_and_shapes():
-    """The README's claims: np.asarray reads a tensor that requires grad; lf.Tensor(x.shape) builds from the
-    values (a shape is a tuple), lf.zeros(x.shape) allocates the shape."""
+    """The README's claims: np.asarray reads a tensor that requires grad; a shape is an lf.Size, so lf.Tensor(x.shape)
+    allocates that shape as torch.Tensor(x.shape) does, and lf.zeros(x.shape) too."""
     x = lf.ones(2, 3, requires_grad=True)
     np.testing.assert_array_equal(np.asarray(x * 2), np.full((2, 3), 2.0))
-    assert lf.Tensor(x.shape).tolist() == [2.0, 3.0] and lf.zeros(x.shape).shape == (2, 3)
+    t = torch.ones(2, 3)
+    assert lf.Tensor(x.shape).shape == torch.Tensor(t.shape).shape == (2, 3) and lf.zeros(x.shape).shape == (2, 3)
