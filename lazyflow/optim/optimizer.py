@@ -199,7 +199,14 @@ def _scalar_state(value: builtins.float = 0.0, *, like: Tensor | None = None):
     v = None if like is None else like._value
     if v is None or isinstance(v, _Tracer):
         return _make(jnp.asarray(arr))
-    return _make(jax.device_put(arr, v.sharding if v.committed else None))
+    return _make(jax.device_put(arr, _replicated(v.sharding) if v.committed else None))
+
+
+def _replicated(sharding):
+    """A 0-d value's placement next to a parameter placed by ``sharding``: the same devices, not split."""
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        return jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
+    return sharding
 
 
 def _check_lr(lr) -> None:

@@ -264,7 +264,7 @@ _INIT = {k: v.numpy() for k, v in _model().state_dict().items()}
 _REF = {opt: _reference(opt, _INIT) for opt in ("sgd", "adam")}
 _SINGLE_RUNS = {opt: _train(opt, "single") for opt in ("sgd", "adam")}
 _SINGLE = {opt: r[0] for opt, r in _SINGLE_RUNS.items()}
-# compiles of single-device training (SGD: 2, its momentum buffers appear after the first step, as in torch)
+# compiles of single-device training (one each: SGD-momentum starts from a zero buffer)
 _COMPILES = {opt: r[3].cache_info().compiles for opt, r in _SINGLE_RUNS.items()}
 
 
@@ -274,8 +274,8 @@ def _matches(opt, losses, m):
     assert rel.max() <= 1e-5, (opt, rel)
     rel1 = np.abs(losses - _SINGLE[opt]) / np.abs(_SINGLE[opt])
     assert rel1.max() <= 1e-5, (opt, rel1)
-    assert losses[-1] < losses[0]  # it trained
     sd = m.state_dict()
+    assert all(not np.allclose(sd[k].numpy(), _INIT[k]) for k in KEYS)  # it trained: every parameter moved
     assert list(sd) == KEYS and [tuple(sd[k].shape) for k in KEYS] == [tuple(_INIT[k].shape) for k in KEYS]
     for k in KEYS:
         np.testing.assert_allclose(sd[k].numpy(), ref_params[k], rtol=1e-5, atol=2e-6, err_msg=k)
@@ -284,7 +284,7 @@ def _matches(opt, losses, m):
 
 @check
 def single_device_matches_reference():
-    assert _COMPILES == {"sgd": 2, "adam": 1}, _COMPILES
+    assert _COMPILES == {"sgd": 1, "adam": 1}, _COMPILES  # SGD-momentum starts with a zero buffer: one program
     for opt in ("sgd", "adam"):
         ref = _REF[opt][0]
         rel = np.abs(_SINGLE[opt] - ref) / np.abs(ref)
