@@ -4,12 +4,14 @@ Eager check sites read an index's values and raise :class:`IndexOutOfRangeError`
 trace the index is a JAX tracer -- its values exist only when the program runs -- and XLA clamps out-of-range
 gathers and drops out-of-range scatters, silently. So a check site calls :func:`defer_bounds` instead: while a trace
 collects checks (``state.checks`` is a list, opened by ``lazyflow.graph.functionalize.trace_pure``) it records a
-traced "bad" flag, the offending index and the eager message. The compiled program returns one small summary
-(:func:`summarize`) beside its outputs and keeps its old state when a check failed; the host reads the summary after
-the call and raises eager's error (:func:`failure` gives the message). A program that records no check has no extra
-output and reads nothing back.
+traced "bad" flag, the offending index and the eager message (:func:`defer_value` does the same for an op record's
+value check, such as integer division by zero, with its own error class). The compiled program's last output is one
+small summary (:func:`summarize`); ``lazyflow.graph.compile`` reduces the program to that output and runs it first,
+so a failed check raises eager's error (:func:`failure` builds it) before the step runs -- nothing is donated or
+written. A program that records no check has no check program and reads nothing back.
 
-The checks cost one device-to-host read per call of a program that indexes with traced tensors. Switch them off
+The checks cost one small program and one device-to-host read per call of a program that indexes with traced
+tensors. Switch them off
 with ``lf.graph.set_index_checks(False)`` or ``LAZYFLOW_GRAPH_INDEX_CHECKS=0``; out-of-range indices are then
 clamped (gathers) or dropped (scatters) by XLA, as in ``jax.numpy``.
 """

@@ -9,8 +9,10 @@ updates, ``load_state_dict`` and optimizer steps are seen without retracing. Sta
 back as outputs and is written into the same tensor objects by one loop; the random-number offset advances by the
 number of draws traced. With gradients enabled (``lf.compile``) the forward runs as one compiled ``jax.vjp`` and the
 tape gets a single node whose backward is the compiled VJP of the whole forward. Index checks that need values
-(a traced index out of range) are deferred (:mod:`lazyflow._core.checks`): a program that recorded any returns a
-summary, keeps its old state when one failed, and the call raises eager's error after writing that state back.
+(a traced index out of range) are deferred (:mod:`lazyflow._core.checks`): a program that recorded any gets a
+second program, itself reduced to the checks' summary, which runs first; a failed check raises eager's error before
+the step runs (nothing donated or written). The compiled forward of ``lf.compile`` with gradients reads the summary
+after its call instead and writes nothing back when a check failed.
 
 What a subclass adds (``lf.nn.Graph``: backward and the optimizers' ``functional_update`` inside the program):
 
