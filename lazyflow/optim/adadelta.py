@@ -101,7 +101,11 @@ class Adadelta(Optimizer):
         super().__init__(params, defaults)
 
     def _new_state(self, p, group):
-        return {"step": _scalar_state(), "square_avg": _make(_state_array(p)), "acc_delta": _make(_state_array(p))}
+        return {
+            "step": _scalar_state(like=p),
+            "square_avg": _make(_state_array(p)),
+            "acc_delta": _make(_state_array(p)),
+        }
 
     def _derived_static(self, group: dict) -> dict[str, Any]:
         return {"has_weight_decay": bool(group["weight_decay"] != 0)}

@@ -103,7 +103,7 @@ class Adamax(Optimizer):
         super().__init__(params, defaults)
 
     def _new_state(self, p, group):
-        return {"step": _scalar_state(), "exp_avg": _make(_state_array(p)), "exp_inf": _make(_state_array(p))}
+        return {"step": _scalar_state(like=p), "exp_avg": _make(_state_array(p)), "exp_inf": _make(_state_array(p))}
 
     def _derived_static(self, group: dict) -> dict[str, Any]:
         return {"has_weight_decay": bool(group["weight_decay"] != 0)}

@@ -115,9 +115,9 @@ class ASGD(Optimizer):
 
     def _new_state(self, p, group):
         return {
-            "step": _scalar_state(),
-            "eta": _scalar_state(float(group["lr"])),
-            "mu": _scalar_state(1.0),
+            "step": _scalar_state(like=p),
+            "eta": _scalar_state(float(group["lr"]), like=p),
+            "mu": _scalar_state(1.0, like=p),
             "ax": _make(_state_array(p)),
         }
 

@@ -129,8 +129,8 @@ class NAdam(Optimizer):
 
     def _new_state(self, p, group):
         return {
-            "step": _scalar_state(),
-            "mu_product": _scalar_state(1.0),
+            "step": _scalar_state(like=p),
+            "mu_product": _scalar_state(1.0, like=p),
             "exp_avg": _make(_state_array(p)),
             "exp_avg_sq": _make(_state_array(p)),
         }

@@ -126,7 +126,7 @@ class RAdam(Optimizer):
         super().__init__(params, defaults)
 
     def _new_state(self, p, group):
-        return {"step": _scalar_state(), "exp_avg": _make(_state_array(p)), "exp_avg_sq": _make(_state_array(p))}
+        return {"step": _scalar_state(like=p), "exp_avg": _make(_state_array(p)), "exp_avg_sq": _make(_state_array(p))}
 
     def _derived_static(self, group: dict) -> dict[str, Any]:
         return {"has_weight_decay": bool(group["weight_decay"] != 0)}

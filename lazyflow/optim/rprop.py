@@ -101,7 +101,7 @@ class Rprop(Optimizer):
 
     def _new_state(self, p, group):
         return {
-            "step": _scalar_state(),
+            "step": _scalar_state(like=p),
             "prev": _make(_state_array(p)),
             "step_size": _make(_state_array(p, float(group["lr"]))),
         }
