@@ -21,7 +21,8 @@ def set_compile_cache(
         enabled: False: compile without reading or writing the disk.
         directory: the cache root (a fingerprinted subdirectory is used inside it); default
             ``$LAZYFLOW_COMPILE_CACHE_DIR``, else ``$XDG_CACHE_HOME/lazyflow`` or ``~/.cache/lazyflow``.
-        max_bytes: the most the cache may hold on disk (default 2 GiB); least recently used entries go first.
+        max_bytes: the most the cache may hold on disk (default: ``LAZYFLOW_COMPILE_CACHE_MAX_BYTES``, else 2 GiB; a
+            later call without it goes back to that default); least recently used entries go first.
     Raises:
         ValueError: ``max_bytes`` below 1.
     """

@@ -234,5 +234,10 @@ def test_size_bound_and_clear_in_process(tmp_path):
         assert not _entries(tmp_path)
         with pytest.raises(ValueError, match="max_bytes"):
             lf.config.set_compile_cache(True, tmp_path, max_bytes=0)
+        # switching again without max_bytes restores the default bound, not the last one
+        lf.config.set_compile_cache(True, tmp_path)
+        assert lf.config.compile_cache_info().max_bytes == 2 << 30
     finally:
-        lf.config.set_compile_cache(before.enabled, os.path.dirname(before.directory) if before.directory else None)
+        lf.config.set_compile_cache(
+            before.enabled, os.path.dirname(before.directory) if before.directory else None, max_bytes=before.max_bytes
+        )

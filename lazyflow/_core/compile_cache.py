@@ -253,6 +253,7 @@ def _jax_cache_module():
 
 def configure(enabled: bool, directory: str | os.PathLike | None = None, max_bytes: int | None = None) -> None:
     """Switch the cache on (in ``directory``, or the default) or off; takes effect for programs compiled afterwards.
+    ``max_bytes=None`` means the default bound (``LAZYFLOW_COMPILE_CACHE_MAX_BYTES``, else 2 GiB), not the previous one.
 
     Raises:
         ValueError: ``max_bytes`` below 1.
@@ -261,7 +262,7 @@ def configure(enabled: bool, directory: str | os.PathLike | None = None, max_byt
     if max_bytes is not None and max_bytes < 1:
         raise ValueError(f"compile cache max_bytes must be >= 1, got {max_bytes}")
     cc = _jax_cache_module()
-    new = CompileCacheInfo(enabled=False, directory=None, max_bytes=max_bytes or _info.max_bytes)
+    new = CompileCacheInfo(enabled=False, directory=None, max_bytes=max_bytes or _env_max_bytes())
     with cc._cache_initialized_mutex:
         cc._cache = None
         cc._cache_initialized = False
@@ -291,15 +292,19 @@ def configure(enabled: bool, directory: str | os.PathLike | None = None, max_byt
     _info = new
 
 
+def _env_max_bytes() -> int:
+    """``LAZYFLOW_COMPILE_CACHE_MAX_BYTES`` when set (a positive integer), else the default (2 GiB)."""
+    limit = os.environ.get("LAZYFLOW_COMPILE_CACHE_MAX_BYTES")
+    return int(limit) if limit else _DEFAULT_MAX_BYTES
+
+
 def install_default() -> None:
     """At import: the cache as the environment says, unless the user gave JAX a cache directory of their own."""
     if os.environ.get("JAX_COMPILATION_CACHE_DIR") or getattr(jax.config, "jax_compilation_cache_dir", None):
         return
     if os.environ.get("LAZYFLOW_COMPILE_CACHE", "1") == "0":
         return
-    limit = os.environ.get("LAZYFLOW_COMPILE_CACHE_MAX_BYTES")
     try:
-        max_bytes = int(limit) if limit else None
-        configure(True, os.environ.get("LAZYFLOW_COMPILE_CACHE_DIR") or None, max_bytes)
+        configure(True, os.environ.get("LAZYFLOW_COMPILE_CACHE_DIR") or None, _env_max_bytes())
     except Exception as e:  # a JAX without the hooks this needs, a bad setting: run without the cache
         _warn("install", f"not enabled ({type(e).__name__}: {e})")
