@@ -194,7 +194,9 @@ class Tensor:
 
     # ------------------------------------------------------------------ conversion
     def jax(self):
-        """The underlying ``jax.Array`` (no copy)."""
+        """The underlying ``jax.Array`` (no copy). JAX arrays are immutable, so sharing it is safe -- except with
+        donation: passing it to a ``jax.jit(..., donate_argnums=...)`` function deletes the buffer this tensor still
+        uses (JAX then raises "Array has been deleted" on its next use); donate ``jnp.array(t.jax(), copy=True)``."""
         return self._value
 
     def numpy(self, *, force: bool = False) -> np.ndarray:

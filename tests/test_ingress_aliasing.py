@@ -184,3 +184,19 @@ def test_from_jax_then_inplace_never_deletes_the_callers_array():
     t.add_(1.0)
     np.testing.assert_array_equal(np.asarray(src), [0.0, 1.0, 2.0, 3.0])
     np.testing.assert_array_equal(t.numpy(), [1.0, 2.0, 3.0, 4.0])
+
+
+def test_jax_hands_out_the_live_buffer_donating_it_deletes_the_tensors():
+    """Tensor.jax()'s docstring: no copy, so a donating jax.jit deletes the tensor's buffer; a copy is safe."""
+    import jax
+    import jax.numpy as jnp
+
+    step = jax.jit(lambda a: a * 2, donate_argnums=0)
+    t = lf.tensor([1.0, 2.0])
+    assert t.jax() is t.jax()  # the same array object: no copy
+    step(jnp.array(t.jax(), copy=True))
+    assert t.tolist() == [1.0, 2.0]
+    step(t.jax())
+    assert t.jax().is_deleted()
+    with pytest.raises(RuntimeError, match="deleted"):
+        t.tolist()
