@@ -97,8 +97,11 @@ def _checked(kernel, check):
     """``kernel`` behind the op's value check, tested on the host before the launch (nothing runs, nothing is
     donated, when it fails)."""
 
+    reads = check.reads
+
     def run(*vals):
-        if check.bad(*[v if v.__class__ in _SCALAR_TYPES else np.asarray(v) for v in vals]):
+        host = [np.asarray(v) if i in reads and v.__class__ not in _SCALAR_TYPES else v for i, v in enumerate(vals)]
+        if check.bad(*host):
             raise check.error(check.message)
         return kernel(*vals)
 

@@ -192,7 +192,7 @@ def _divisor_is_zero(a, b):
 
 def _integer_divisor_check(name: str):
     """torch's CPU kernels refuse an integer division or remainder by zero (floats give inf/nan)."""
-    check = ValueCheck(_divisor_is_zero, DivisionByZeroError, f"{name}: integer division by zero")
+    check = ValueCheck(_divisor_is_zero, DivisionByZeroError, f"{name}: integer division by zero", reads=(1,))
 
     def rule(descs, statics):
         dts = [d for d in compute_dtypes(REGISTRY[name], descs, statics) if d is not None]

@@ -95,11 +95,13 @@ class OpDef:
 
 class ValueCheck(NamedTuple):
     """A value condition an op refuses: ``bad(*operands)`` is a boolean scalar (numpy on the host, or traced), true
-    when the call must fail with ``error(message)``."""
+    when the call must fail with ``error(message)``. ``reads``: the operands ``bad`` looks at (eager copies only
+    those to the host; the others reach ``bad`` as they are)."""
 
     bad: Callable
     error: type
     message: str
+    reads: tuple[int, ...]
 
 
 def op(name: str, **kw) -> Callable[[Callable], OpDef]:
