@@ -41,6 +41,7 @@ LAYERS = {
     "lazyflow.backends": 3,
     "lazyflow.graph.trace": 3,
     "lazyflow.graph.functionalize": 3,
+    "lazyflow.graph.dynamic": 3,
     "lazyflow.graph.compile": 3,
     "lazyflow.graph.mesh_config": 3,
     "lazyflow.distributed": 3,

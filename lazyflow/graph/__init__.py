@@ -48,15 +48,25 @@ def compile(
         recompile_limit: how many variants may be compiled before lazyflow warns once (naming what changed)
             and then runs new signatures eagerly (``on_recompile_limit="eager"``) or raises
             :class:`GraphError` (``"raise"``).
+        dynamic: ``None``/``False`` (default): one program per input shape. ``True``: calls whose tensor
+            arguments differ only in their first dimension (the last partial batch, a smaller evaluation batch)
+            reuse the program compiled for a larger batch -- the arguments are padded with copies of their last
+            row and the outputs cut back -- once lazyflow has proved on the traced program that each output row
+            depends only on its own input row (no batch statistics, no mean over the batch, no per-row random
+            numbers); otherwise it warns once, naming the line, and compiles each size exactly. Results are the
+            same either way (see :mod:`lazyflow.graph.dynamic`).
         disable: return ``model`` unchanged.
-        fullgraph, dynamic, backend, mode, options: accepted for torch compatibility; lazyflow always compiles
-            the whole call into one program with static shapes.
+        fullgraph, backend, mode, options: accepted for torch compatibility; lazyflow always compiles the whole
+            call into one program.
     >>> cm = lf.compile(model)
     >>> @lf.compile
     ... def f(x, y): return (x * y).sum()
     """
     kw: dict[str, Any] = dict(
-        cache_size_limit=cache_size_limit, recompile_limit=recompile_limit, on_recompile_limit=on_recompile_limit
+        cache_size_limit=cache_size_limit,
+        recompile_limit=recompile_limit,
+        on_recompile_limit=on_recompile_limit,
+        dynamic=dynamic,
     )
     if model is None:
         return lambda m: compile(m, disable=disable, **kw)

@@ -28,10 +28,12 @@ from __future__ import annotations
 import time
 import warnings
 from collections import OrderedDict, namedtuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
 from .._core.checks import failure, index_checks_enabled, summarize
 from .._core.context import state
@@ -41,6 +43,7 @@ from .._core.refs import owned
 from .._creation import default_generator
 from .._tensor import Tensor, _make, _meta_of
 from ..autograd.node import Node
+from .dynamic import NotRowLocal, bucket, cut_rows, pad_rows, probe_sizes, prune, row_axes
 from .functionalize import rng_inputs, trace_pure, wrap_args
 from .mesh_config import MeshConfig
 
@@ -76,6 +79,31 @@ class _IdSet:
 
 def _aux_key(a):
     return type(a) if type(a) in _PY_SCALARS else (a.shape, a.dtype)
+
+
+def _rows(leaves):
+    """The common first dimension of the tensor arguments (``None``: no tensors, a 0-d one, or sizes differ)."""
+    n = None
+    for x in leaves:
+        if isinstance(x, Tensor):
+            shape = x._meta[0]
+            if not shape or (n is not None and shape[0] != n):
+                return None
+            n = shape[0]
+    return n if n else None
+
+
+class _Family:
+    """``dynamic=True``: one signature modulo the batch size -- its outputs' batch axes once proved row-local
+    (``None``: not provable, ``reason`` says why) and the batch sizes compiled for it."""
+
+    __slots__ = ("axes", "reason", "sizes", "wasteful")
+
+    def __init__(self):
+        self.axes: list | None = None
+        self.reason: str | None = None
+        self.sizes: set[int] = set()
+        self.wasteful: dict[int, int] = {}  # batch size -> calls padded to more than twice its rows
 
 
 class _Variant:
@@ -141,6 +169,7 @@ class CompiledFunction:
         on_recompile_limit: str = "eager",
         name: str | None = None,
         where: str | None = None,
+        dynamic: bool | None = None,
     ):
         if on_recompile_limit not in ("eager", "raise"):
             raise ValueError(f"on_recompile_limit must be 'eager' or 'raise', got {on_recompile_limit!r}")
@@ -163,6 +192,10 @@ class CompiledFunction:
         self.__wrapped__ = fn
         self.__doc__ = getattr(fn, "__doc__", None)
         self.config = MeshConfig()  # .data_parallel(mesh, axis) / .shard_parameters(mesh, axis)
+        if dynamic not in (None, False, True):
+            raise ValueError(f"dynamic must be None, False or True, got {dynamic!r}")
+        self._dynamic = bool(dynamic)
+        self._families: OrderedDict = OrderedDict()  # dynamic=True: signature modulo batch size -> _Family
 
     # -- hooks (see the module docstring); CompiledModule overrides the state ones, nn.Graph all of them
     def _state(self) -> tuple[list[Tensor], int]:
@@ -202,6 +235,93 @@ class CompiledFunction:
         if state.tracing:  # nested inside another trace: just inline
             return self._eager_call(args, kwargs)
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
+        if self._dynamic and self.config.mesh is None:
+            n = _rows(leaves)
+            if n is not None:
+                return self._dynamic_call(args, kwargs, leaves, tree, n)
+        return self._call(args, kwargs, leaves, tree)
+
+    def _dynamic_call(self, args, kwargs, leaves, tree, n):
+        """``dynamic=True``: run the program compiled for the smallest size that holds ``n`` rows on padded
+        arguments and cut the outputs back, where the program is proved row-local (:mod:`.dynamic`)."""
+        fkey = (
+            tree,
+            tuple(
+                (x._meta[0][1:], x._meta[1], x._meta[2], x._rg) if isinstance(x, Tensor) else _leaf_key(x)
+                for x in leaves
+            ),
+            tuple(t._meta for t in self._state()[0]),
+            self._extra_key(),
+            state.grad_enabled,
+            index_checks_enabled(),
+        )
+        fam = self._families.get(fkey)
+        if fam is None:
+            fam = self._families[fkey] = self._prove(leaves, tree)
+            if len(self._families) > self._limit:
+                self._families.popitem(last=False)
+        if fam.axes is None:
+            return self._call(args, kwargs, leaves, tree)
+        p = bucket(fam.sizes, n, fam.wasteful.get(n, 0))
+        if p > 2 * n:
+            fam.wasteful[n] = fam.wasteful.get(n, 0) + 1
+        if p != n:
+            leaves = [pad_rows(x, p) if isinstance(x, Tensor) else x for x in leaves]
+            args, kwargs = jax.tree_util.tree_unflatten(tree, leaves)
+        out = self._call(args, kwargs, leaves, tree)
+        fam.sizes.add(p)
+        if p == n:
+            return out
+        outs, otree = jax.tree_util.tree_flatten(out, is_leaf=lambda x: x is None or isinstance(x, Tensor))
+        axes = iter(fam.axes)
+        cut = []
+        for o in outs:
+            ax = next(axes) if isinstance(o, Tensor) else None
+            cut.append(cut_rows(o, ax, n) if ax is not None else o)
+        return jax.tree_util.tree_unflatten(otree, cut)
+
+    def _prove(self, leaves, tree) -> _Family:
+        """Trace (no compile) at two probe batch sizes and prove every output row depends on its own input row
+        only; on failure warn once, naming why, and compile each batch size exactly."""
+        fam = _Family()
+        own, n_carry = self._state()
+        all_state = own + self._lifted if self._lifted else own
+        tensors = [x for x in leaves if isinstance(x, Tensor)]
+        b1 = None
+        try:
+            if n_carry or self._aux() is not _NO_AUX:
+                raise NotRowLocal("a training step updates state from the whole batch")
+            b1, b2 = probe_sizes({d for t in all_state for d in t.shape} | {d for x in tensors for d in x.shape[1:]})
+            seed, offset = rng_inputs()
+            traced = []
+            for b in (b1, b2):
+                v = _Variant(0, None, False, False)
+                self._build(v, tree, leaves, all_state)
+                arg_vals = [jax.ShapeDtypeStruct((b, *x.shape[1:]), x._value.dtype) for x in tensors]
+                kernel: Any = v.kernel
+                jx = kernel.trace([], [t._value for t in all_state], None, None, arg_vals, seed, offset).jaxpr
+                traced.append((jx, v.info))
+            (j1, i1), (j2, i2) = traced
+            if i1["n_rng"] != i2["n_rng"]:
+                raise NotRowLocal("the number of random draws depends on the batch size")
+            n_out, n_written, summary = len(j1.out_avals), len(i1["written"]), bool(i1["messages"])
+            axes = row_axes(j1, j2, b1, b2, [True] * (n_out - summary) + [False] * summary)
+            if any(a is not None for a in axes[:n_written]):
+                raise NotRowLocal("the program writes state with a batch axis")
+            fam.axes = axes[n_written:]
+        except NotRowLocal as e:
+            fam.reason = str(e)
+        except Exception as e:  # the function does not trace at another batch size (shape asserts, ...)
+            fam.reason = f"it does not trace at batch size {b1} ({type(e).__name__}: {e})"
+        if fam.reason is not None:
+            warnings.warn(
+                f"lf.compile({self._name}, dynamic=True): each batch size is compiled on its own, since padding "
+                f"the batch could change results: {fam.reason}",
+                stacklevel=4,
+            )
+        return fam
+
+    def _call(self, args, kwargs, leaves, tree):
         own, n_carry = self._state()
         lifted = self._lifted
         all_state = own + lifted if lifted else own
@@ -448,19 +568,14 @@ def _check_program(closed_jaxpr):
     ``run(*[leaves[i] for i in inputs])`` computes the summary from the call's flattened arguments. Dead code and
     unused inputs are removed (JAX's jaxpr DCE; without it, XLA's), so what runs is the index reductions and whatever
     computes the indices, and the call passes only the arrays they read."""
-    from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
-
     jaxpr = closed_jaxpr.jaxpr
     inputs = list(range(len(jaxpr.invars)))
-    try:
-        from jax._src.interpreters.partial_eval import dce_jaxpr
-
-        pruned, used = dce_jaxpr(jaxpr, [False] * (len(jaxpr.outvars) - 1) + [True], instantiate=False)
-        closed_jaxpr = ClosedJaxpr(pruned, closed_jaxpr.consts)
-        inputs = [i for i, u in enumerate(used) if u]
+    last = -1  # without pruning: the whole program's inputs, XLA removes the dead code
+    pruned = prune(jaxpr, [False] * (len(jaxpr.outvars) - 1) + [True])
+    if pruned is not None:
+        closed_jaxpr = ClosedJaxpr(pruned[0], closed_jaxpr.consts)
+        inputs = [i for i, u in enumerate(pruned[1]) if u]
         last = 0
-    except Exception:  # a JAX without this internal: the whole program's inputs, XLA removes the dead code
-        last = -1
     fn = jaxpr_as_fun(closed_jaxpr)
     return jax.jit(lambda *flat: fn(*flat)[last]), inputs
 
