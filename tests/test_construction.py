@@ -106,10 +106,10 @@ def fresh():
 
 def test_compiles_do_not_grow_with_parameter_shapes(fresh):
     r = fresh[0]
-    # the first model compiles the fill kernels (uniform and normal chunks of float32); the second model, with
-    # other shapes and twice as many of them, compiles nothing
-    assert r["compiles_a"] <= 2, r
-    assert r["compiles_b"] == 0, r
+    # the first model compiles the fill kernels (the float32 uniform chunk, in the background, and a 3-op probe of
+    # XLA's rounding for the host fills meanwhile; the normal chunk); the second model, with other shapes and twice
+    # as many of them, compiles nothing (the background compile may finish while it is built: count both together)
+    assert r["compiles_a"] + r["compiles_b"] <= 3, r
     assert r["cache_misses"] <= 2, r
 
 
@@ -142,7 +142,7 @@ def test_no_compile_after_the_first_optimizer_step(fresh):
 
 
 @pytest.mark.parametrize("shape", [(3,), (7, 5), (CHUNK + 3,), (2, CHUNK + 1), (3 * CHUNK,), (0, 4)])
-@pytest.mark.parametrize("dtype", [lf.float32, lf.bfloat16, lf.float16])
+@pytest.mark.parametrize("dtype", [lf.float32, lf.bfloat16, lf.float16, lf.float64])
 def test_host_fill_draws_what_the_per_shape_op_draws(shape, dtype):
     # the chunked fill (eager construction) and the per-shape kernel (what graph mode traces) give the same numbers
     for op, fill, params in [
@@ -153,6 +153,34 @@ def test_host_fill_draws_what_the_per_shape_op_draws(shape, dtype):
         t = lf.zeros(shape, dtype=dtype)
         state.interp.apply_inplace(op, t, (t, *draw, *params))
         np.testing.assert_array_equal(fill(draw, shape, dtype, *params), t.numpy(), err_msg=op.name)
+
+
+@pytest.mark.parametrize(
+    "low, high",
+    [(0.0, 1.0), (-0.1, 0.1), (-3.7, 2.2), (1e-3, 5e4), (-1e-30, 1e-30), (3.0, 3.0000002), (-2.0, -1.9999999)],
+)
+def test_host_uniform_is_the_kernels_bit_for_bit(low, high):
+    # float32 uniforms are computed with numpy on the host (threefry + XLA's rounding of lo + u * span); the
+    # per-shape kernel graph mode traces is the reference, over spans where one rounding and two differ often
+    draw = (987654321, 41)
+    for shape in [(5,), (2 * CHUNK + 7,)]:
+        t = lf.zeros(shape)
+        state.interp.apply_inplace(R["uniform_into"], t, (t, *draw, low, high))
+        np.testing.assert_array_equal(_sample.uniform(draw, shape, lf.float32, low, high), t.numpy())
+
+
+def test_host_fma_rounds_once_at_a_halfway_point():
+    # lo + u * span = 1 + 2**-24 + 2**-60 exactly: float64 rounds it to the float32 halfway point 1 + 2**-24, and a
+    # second rounding to float32 would give 1.0; a fused multiply-add (one rounding) gives 1 + 2**-23. XLA's own
+    # kernel is the reference for what this machine's backend does.
+    import jax
+
+    u = np.array([38737 * 2.0**-16, 0.25, 0.75], np.float32)  # 38737 * 1774001 == 2**36 + 1
+    span, lo = np.float32(1774001 * 2.0**-44), np.float32(1.0)
+    want = np.asarray(jax.jit(lambda u, s, l: l + u * s)(u, span, lo))
+    np.testing.assert_array_equal(_sample._affine(u.copy(), lo, span), want)
+    if _sample._contracts():
+        assert want[0] == np.float32(1 + 2.0**-23)
 
 
 def test_graph_mode_init_matches_eager():
