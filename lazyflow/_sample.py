@@ -142,12 +142,12 @@ def _host_key(seed: int, offset: int) -> tuple[int, int]:
     return _fold_in(*_fold_in(0, 0, seed), offset)
 
 
-def _host_block(key, lo: np.float32, span: np.float32, out: np.ndarray, start: int) -> None:
+def _host_block(key: tuple[int, int], lo: np.float32, span: np.float32, out: np.ndarray, start: int) -> None:
     """Elements ``start .. start + len(out)`` (``start`` even) of the float32 sample, into ``out``."""
     n = out.shape[0]
     x1 = np.arange(start // 2, start // 2 + (n + 1) // 2, dtype=np.uint32)
     x0 = np.zeros_like(x1)
-    _threefry(*key, x0, x1)
+    _threefry(key[0], key[1], x0, x1)
     bits = np.stack([x0, x1], axis=1).reshape(-1)[:n]  # counter j: the words of elements 2j and 2j + 1
     bits >>= np.uint32(9)
     bits |= np.array(1.0, np.float32).view(np.uint32)
