@@ -9,7 +9,7 @@ import io
 import os
 import zipfile
 from collections.abc import Callable, Mapping
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, TypeGuard, cast
 
 import jax
 
@@ -25,8 +25,12 @@ Format = Literal["lazyflow", "torch", "safetensors"]
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
-def _is_file_object(x) -> bool:
+def _is_file_object(x) -> TypeGuard[IO[bytes]]:
     return hasattr(x, "read") or hasattr(x, "write")
+
+
+def _abspath(x) -> str:
+    return os.path.abspath(os.fspath(cast("str | os.PathLike[str]", x)))
 
 
 def _sniff(head: bytes, zf_open: Callable[[], zipfile.ZipFile], where: str) -> str:
@@ -37,7 +41,9 @@ def _sniff(head: bytes, zf_open: Callable[[], zipfile.ZipFile], where: str) -> s
                     return "lazyflow-file"
                 _torch_format.find_archive(zf, where)
                 return "torch"
-        except zipfile.BadZipFile as e:
+        except CheckpointError:
+            raise
+        except Exception as e:  # BadZipFile, but a damaged directory can raise others (ValueError, EOFError...)
             raise CheckpointError(
                 f"{where}: a zip archive that cannot be read ({e}); the file is truncated or damaged"
             ) from e
@@ -76,7 +82,7 @@ def detect_format(source: str | os.PathLike | IO[bytes]) -> str:
             return _sniff(head, lambda: zipfile.ZipFile(f), "the file object")
         finally:
             f.seek(pos)
-    path = os.path.abspath(os.fspath(source))
+    path = _abspath(source)
     if os.path.isdir(path):
         return "safetensors-sharded" if os.path.isfile(os.path.join(path, _safetensors.INDEX_NAME)) else "lazyflow"
     if not os.path.exists(path):
@@ -136,8 +142,8 @@ def load(
     if fmt.startswith("safetensors") and mmap:
         raise CheckpointError("lf.load(mmap=True) maps PyTorch files; safetensors are read (copied) here")
     if _is_file_object(f):
-        return _load_file_object(f, fmt, map_location, sharding, weights_only)
-    path = os.path.abspath(os.fspath(f))
+        return _load_file_object(cast(io.BytesIO, f), fmt, map_location, sharding, weights_only)
+    path = _abspath(f)
     where = f"'{path}'"
     if fmt == "lazyflow":
         return _load.load(path, map_location=map_location, sharding=sharding, weights_only=weights_only)
@@ -159,7 +165,7 @@ def load(
 def _open_zip(source, where: str) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(source)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+    except Exception as e:  # zipfile raises BadZipFile, zlib.error, EOFError, NotImplementedError...
         raise CheckpointError(f"{where}: the zip archive cannot be read ({e}); the file is truncated or damaged") from e
 
 
@@ -240,6 +246,14 @@ def save(
 def _write_atomically(path: str, write: Callable[[IO[bytes]], None]) -> None:
     if os.path.isdir(path):
         raise CheckpointError(f"lf.save: '{path}' is a directory; a single-file save needs a file path")
+    if os.path.exists(path):
+        try:
+            detect_format(path)
+        except CheckpointError:
+            raise CheckpointError(
+                f"lf.save: '{path}' exists and is not a checkpoint; lf.save replaces checkpoints only (remove the file "
+                "or save elsewhere)"
+            ) from None
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(tmp, "wb") as out:

@@ -97,6 +97,7 @@ class Profile:
         self.min_protocol = min_protocol
         self.dispatch = {**_DISPATCH_BASE, **(extra_ops or {})}
         self.allowed_doc = allowed_doc
+        self.writer, self.writes = ("lazyflow", MAX_PROTOCOL) if name == "metadata" else ("torch.save", 2)
 
 
 class _Stop(Exception):
@@ -133,11 +134,18 @@ class SafeUnpickler:
 
     def load(self) -> Any:
         data = self.data
-        lo = self.profile.min_protocol
+        lo, what = self.profile.min_protocol, self.profile.name
+        span = "4/5" if lo == 4 else f"{lo}..{MAX_PROTOCOL}"
         if data[:1] != pickle.PROTO or len(data) < 2:
-            self.fail(f"the {self.profile.name} is not a protocol {lo}..{MAX_PROTOCOL} pickle")
+            self.fail(
+                f"the {what} is not a protocol {span} pickle "
+                f"({self.profile.writer} writes protocol {self.profile.writes})"
+            )
         if not lo <= data[1] <= MAX_PROTOCOL:
-            self.fail(f"the {self.profile.name} is a protocol {data[1]} pickle; this reader takes {lo}..{MAX_PROTOCOL}")
+            self.fail(
+                f"the {what} is a protocol {data[1]} pickle; {self.profile.writer} writes protocol "
+                f"{self.profile.writes} and reads {lo}..{MAX_PROTOCOL}"
+            )
         data, stack, memo, dispatch, n = self.data, self.stack, self.memo, self.profile.dispatch, len(self.data)
         push = stack.append
         pos = 2

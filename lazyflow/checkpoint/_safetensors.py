@@ -53,7 +53,7 @@ _DTYPES = {
 }
 
 
-def _need():
+def _need() -> Any:
     if safetensors is None:
         raise NotSupportedError(
             "safetensors files need the 'safetensors' package: pip install safetensors (or lazyflow[safetensors])"

@@ -45,7 +45,10 @@ def save_single(obj: Any, out: IO[bytes], where: str) -> None:
     tmp = tempfile.mkdtemp(prefix="lazyflow-single-")
     try:
         ckpt = os.path.join(tmp, "ckpt")
-        _save.save(obj, ckpt)
+        try:
+            _save.save(obj, ckpt)
+        except CheckpointError as e:
+            raise type(e)(str(e).replace(f"'{ckpt}'", where)) from e
         with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
             for root, dirs, files in os.walk(ckpt):
                 dirs.sort()
@@ -80,7 +83,7 @@ def _extract(zf: zipfile.ZipFile, dest: str, where: str) -> None:
         try:
             with zf.open(info) as src, open(target, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        except Exception as e:  # zipfile raises BadZipFile, zlib.error, EOFError, NotImplementedError...
             raise CheckpointError(
                 f"{where}: the archive member {name!r} cannot be read ({type(e).__name__}: {e}); the file is "
                 "damaged or truncated"

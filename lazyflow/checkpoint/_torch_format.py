@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import ml_dtypes
 import numpy as np
 
 from .._core import dtypes as D
@@ -51,6 +52,7 @@ STORAGE_DTYPES: dict[str, np.dtype] = {
     "UInt16Storage": np.dtype(np.uint16),
     "UInt32Storage": np.dtype(np.uint32),
     "UInt64Storage": np.dtype(np.uint64),
+    "UntypedStorage": np.dtype(np.uint8),  # torch.storage.UntypedStorage: _rebuild_tensor_v3 names the dtype
 }
 # torch dtype name -> numpy dtype (what a pickled ``torch.float32`` becomes: the lazyflow dtype when there is one)
 TORCH_DTYPES: dict[str, np.dtype] = {
@@ -69,8 +71,10 @@ TORCH_DTYPES: dict[str, np.dtype] = {
     "uint16": np.dtype(np.uint16),
     "uint32": np.dtype(np.uint32),
     "uint64": np.dtype(np.uint64),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
-_LF_DTYPES = {n for n in TORCH_DTYPES if n not in ("complex64", "complex128", "uint16", "uint32", "uint64")}
+_LF_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
 _KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a storage record's key: torch writes "0", "1", ...
 
 
@@ -207,7 +211,7 @@ class _TorchReader:
             return np.memmap(self.mmap_path, np.uint8, "r", offset=start, shape=(info.file_size,))
         try:
             return np.frombuffer(self.zf.read(member), np.uint8)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        except Exception as e:  # zipfile raises BadZipFile, zlib.error, EOFError, NotImplementedError...
             raise CheckpointError(
                 f"{self.where}: record '{what}' cannot be read ({type(e).__name__}: {e}); the file is damaged or "
                 "truncated"
@@ -246,8 +250,7 @@ class _TorchReader:
                 f"{self.where}: storage '{key}' ({stype.name}) holds {raw.nbytes} bytes, the pickle claims {numel} "
                 f"elements ({want} bytes); the file is damaged"
             )
-        dt = stype.dtype.newbyteorder(">") if self.big else stype.dtype
-        st = _Storage(raw.view(dt), stype.dtype, key, location)
+        st = _Storage(raw, stype.dtype, key, location)
         self.storages[key] = st
         return st
 
@@ -260,7 +263,14 @@ class _TorchReader:
     def _placement(self, st: _Storage):
         return placement(self.map_location, st.location, st.dtype, st.data.nbytes, self.where, f"storage '{st.key}'")
 
-    def rebuild_tensor(self, storage, offset, size, stride, requires_grad, hooks, metadata=None):
+    def rebuild_tensor_v3(self, storage, offset, size, stride, requires_grad, hooks, dtype, metadata=None):
+        """Tensors of an untyped storage (torch writes uint16/32/64 and float8 this way): the dtype comes apart."""
+        dt = dtype.np if isinstance(dtype, D.DType) else dtype
+        if not (isinstance(dt, np.dtype) and dt in TORCH_DTYPES.values()):
+            raise A.BadArguments(f"torch._utils._rebuild_tensor_v3 expects a torch dtype, got {A.short(dtype)}")
+        return self.rebuild_tensor(storage, offset, size, stride, requires_grad, hooks, metadata, dtype=dt)
+
+    def rebuild_tensor(self, storage, offset, size, stride, requires_grad, hooks, metadata=None, *, dtype=None):
         ok = (
             isinstance(storage, _Storage)
             and type(offset) is int
@@ -279,7 +289,12 @@ class _TorchReader:
                 f"empty hooks) with non-negative ints, got {A.short((offset, size, stride, requires_grad))}"
             )
         numel = int(np.prod(size, dtype=np.int64))
-        data = storage.data
+        dt = storage.dtype if dtype is None else dtype
+        if storage.data.nbytes % dt.itemsize:
+            raise CheckpointError(
+                f"{self.where}: storage '{storage.key}' holds {storage.data.nbytes} bytes, not a whole number of {dt}"
+            )
+        data = storage.data.view(dt.newbyteorder(">") if self.big else dt)
         if numel:
             last = offset + sum((n - 1) * s for n, s in zip(size, stride))
             if last >= data.size:
@@ -295,8 +310,8 @@ class _TorchReader:
             view = np.empty(tuple(size), data.dtype)
         # mmap=False: the bytes are this load's own (zipfile's bytes object), never the caller's. A view of part
         # of a storage (or a byte-swapped one) becomes a compact array of its own.
-        if view.dtype != storage.dtype or not view.flags.c_contiguous or view.nbytes != data.nbytes:
-            view = np.ascontiguousarray(view).astype(storage.dtype, copy=False)
+        if view.dtype != dt or not view.flags.c_contiguous or view.nbytes != data.nbytes:
+            view = np.array(view, dtype=dt, order="C")
         return self._tensor(view, storage, requires_grad)
 
     def _tensor(self, arr: np.ndarray, storage: _Storage, requires_grad: bool):
@@ -326,12 +341,19 @@ class _TorchReader:
                 calls[id(obj)] = (obj, fn)
 
         add("torch._utils", "_rebuild_tensor_v2", self.rebuild_tensor, self.rebuild_tensor)
+        add("torch._utils", "_rebuild_tensor_v3", self.rebuild_tensor_v3, self.rebuild_tensor_v3)
         add("torch._utils", "_rebuild_parameter", self.rebuild_parameter, self.rebuild_parameter)
         add("torch._utils", "_rebuild_parameter_with_state", _with_state, self.rebuild_parameter)
         add("torch", "Size", Size, _size)
+        add("_codecs", "encode", _encode, _encode)
+        add("builtins", "set", set, _set_of(set))  # protocol 2 writes a set as set(list)
+        add("builtins", "frozenset", frozenset, _set_of(frozenset))
+        for (module, name), obj in list(g.items()):  # protocol 2 names builtins by Python 2's module name
+            if module == "builtins":
+                g[("__builtin__", name)] = obj
         add("torch", "device", Device, _device)
         for name in STORAGE_DTYPES:
-            add("torch", name, _StorageType(name))
+            add("torch.storage" if name == "UntypedStorage" else "torch", name, _StorageType(name))
         for name, dt in TORCH_DTYPES.items():
             add("torch", name, D.to_dtype(name) if name in _LF_DTYPES else dt)
         return U.Profile(
@@ -365,6 +387,29 @@ def _device(*args):
     ):
         raise A.BadArguments(f"torch.device expects a device type string and an optional index, got {A.short(args)}")
     return Device(*args)
+
+
+def _encode(*args):
+    """``_codecs.encode(text, "latin1")``: how a protocol 2 pickle writes ``bytes`` (torch allows exactly this)."""
+    if not (len(args) == 2 and type(args[0]) is str and args[1] in ("latin1", "latin-1")):
+        raise A.BadArguments(f"_codecs.encode expects (str, 'latin1'), got {A.short(args)}")
+    return args[0].encode("latin1")
+
+
+_FLAT = (int, float, str, bytes, bool, type(None))
+
+
+def _set_of(kind):
+    def make(*args):
+        if not (
+            len(args) == 1
+            and type(args[0]) is list
+            and all(type(x) in _FLAT or type(x) is tuple and all(type(y) in _FLAT for y in x) for x in args[0])
+        ):
+            raise A.BadArguments(f"builtins.{kind.__name__} expects one list of plain values, got {A.short(args)}")
+        return kind(args[0])
+
+    return make
 
 
 def load_torch(zf: zipfile.ZipFile, where: str, *, mmap_path: str | None, map_location, weights_only: bool) -> Any:

@@ -17,6 +17,7 @@ import zipfile
 from typing import IO, Any
 
 import jax
+import jax.core
 import numpy as np
 
 from .._core import dtypes as D
@@ -69,8 +70,11 @@ class _StorageRef:
         self.key, self.name, self.numel = key, name, numel
 
 
-class _Pickler(pickle._Pickler):  # the Python pickler: its dispatch table takes a type of ours
-    dispatch = dict(pickle._Pickler.dispatch)
+_PyPickler: Any = pickle._Pickler  # the Python pickler (its dispatch table takes types of ours); no stub has it
+
+
+class _Pickler(_PyPickler):
+    dispatch = dict(_PyPickler.dispatch)
 
     def __init__(self, file: IO[bytes], where: str):
         super().__init__(file, protocol=2)
