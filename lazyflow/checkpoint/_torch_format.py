@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import re
 import zipfile
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ from .._core.size import Size
 from .._tensor import Tensor, _make
 from ..nn.parameter import Parameter
 from . import _allowlist as A
+from . import _crc
 from . import _safe_unpickler as U
 from ._load import _resolve_device
 
@@ -75,6 +77,25 @@ TORCH_DTYPES: dict[str, np.dtype] = {
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
 _LF_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+_DIRECT_MIN = 1 << 16  # records this big are read into aligned buffers (smaller ones: zipfile's read)
+
+
+def _contiguous(size) -> tuple[int, ...]:
+    """Row-major strides (in elements) of a shape."""
+    out, acc = [], 1
+    for n in reversed(size):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+def _aligned(n: int) -> np.ndarray:
+    """An uninitialised uint8 buffer of ``n`` bytes starting at a 64-byte boundary."""
+    raw = np.empty(n + 64, np.uint8)
+    off = -raw.ctypes.data % 64
+    return raw[off : off + n]
+
+
 _KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a storage record's key: torch writes "0", "1", ...
 
 
@@ -176,6 +197,8 @@ class _TorchReader:
         self.names = set(zf.namelist())
         self.storages: dict[str, _Storage] = {}
         self.places: dict[str, Any] = {}
+        self.crcs: list[tuple[str, int, Any]] = []
+        self.mapped: np.ndarray | None = None
         order = self._text("byteorder", "little")
         if order not in ("little", "big"):
             raise CheckpointError(f"{where}: byteorder record says {order!r}, expected 'little' or 'big'")
@@ -187,28 +210,47 @@ class _TorchReader:
             return default
         return self._read(full, name).tobytes().decode("ascii", "replace").strip()
 
+    def _start(self, info: zipfile.ZipInfo, what: str) -> int:
+        """Where a stored record's bytes begin (its local header checked against the central directory)."""
+        fp = self.zf.fp
+        assert fp is not None  # an open ZipFile has its file
+        fp.seek(info.header_offset)
+        head = fp.read(30)
+        if len(head) < 30 or head[:4] != b"PK\x03\x04":
+            raise CheckpointError(f"{self.where}: the zip header of record '{what}' is damaged")
+        n, m = int.from_bytes(head[26:28], "little"), int.from_bytes(head[28:30], "little")
+        if fp.read(n) != info.orig_filename.encode("utf-8"):
+            raise CheckpointError(f"{self.where}: the zip header of record '{what}' names another record (damaged)")
+        start = info.header_offset + 30 + n + m
+        fp.seek(0, 2)
+        if start + info.file_size > fp.tell():
+            raise CheckpointError(f"{self.where}: record '{what}' runs past the end of the file (truncated)")
+        return start
+
     def _read(self, member: str, what: str) -> np.ndarray:
-        """A record's bytes: our own copy (zipfile checks its CRC-32), or with mmap a read-only map of the
-        file's stored bytes."""
+        """A record's bytes: with mmap a read-only map of the file's stored bytes; else our own copy, for a stored
+        record read straight into a 64-byte-aligned buffer (a CPU device_put then wraps it without a copy) whose
+        CRC-32 is checked in the checksum threads (:meth:`verify` waits for them)."""
         info = self.zf.getinfo(member)
+        stored = info.compress_type == zipfile.ZIP_STORED and not info.flag_bits & 0x1
         if self.mmap_path is not None and member.startswith(self.prefix + "data/"):
-            if info.compress_type != zipfile.ZIP_STORED:
+            if not stored:
                 raise CheckpointError(f"{self.where}: record '{what}' is compressed; mmap=True needs stored records")
-            fp = self.zf.fp
-            assert fp is not None  # an open ZipFile has its file
-            fp.seek(info.header_offset)
-            head = fp.read(30)
-            if len(head) < 30 or head[:4] != b"PK\x03\x04":
-                raise CheckpointError(f"{self.where}: the zip header of record '{what}' is damaged")
-            start = (
-                info.header_offset + 30 + int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little")
-            )
-            fp.seek(0, 2)
-            if start + info.file_size > fp.tell():
-                raise CheckpointError(f"{self.where}: record '{what}' runs past the end of the file (truncated)")
+            start = self._start(info, what)
             if info.file_size == 0:
                 return np.empty(0, np.uint8)
-            return np.memmap(self.mmap_path, np.uint8, "r", offset=start, shape=(info.file_size,))
+            if self.mapped is None:  # one map of the whole file; each record is a slice of it
+                self.mapped = np.memmap(self.mmap_path, np.uint8, "r")
+            return self.mapped[start : start + info.file_size]
+        if stored and info.file_size >= _DIRECT_MIN:
+            fp = self.zf.fp
+            assert fp is not None
+            fp.seek(self._start(info, what))
+            buf = _aligned(info.file_size)
+            if fp.readinto(memoryview(buf)) != info.file_size:
+                raise CheckpointError(f"{self.where}: record '{what}' is truncated")
+            self.crcs.append((what, info.CRC, _crc.executor().submit(zlib.crc32, memoryview(buf))))
+            return buf
         try:
             return np.frombuffer(self.zf.read(member), np.uint8)
         except Exception as e:  # zipfile raises BadZipFile, zlib.error, EOFError, NotImplementedError...
@@ -216,6 +258,14 @@ class _TorchReader:
                 f"{self.where}: record '{what}' cannot be read ({type(e).__name__}: {e}); the file is damaged or "
                 "truncated"
             ) from e
+
+    def verify(self) -> None:
+        """Wait for the CRC-32 of every record read directly; raise naming the first that does not match."""
+        for what, want, fut in self.crcs:
+            if fut.result() != want:
+                raise CheckpointError(
+                    f"{self.where}: record '{what}' cannot be read (its CRC-32 does not match); the file is damaged"
+                )
 
     # ------------------------------------------------------------------ pickle callbacks
     def persistent_load(self, pid):
@@ -303,9 +353,12 @@ class _TorchReader:
                     f"element {last} of storage '{storage.key}', which has {data.size}; the file is damaged"
                 )
             isz = data.itemsize
-            view = np.lib.stride_tricks.as_strided(
-                data[offset:], shape=tuple(size), strides=tuple(s * isz for s in stride), writeable=False
-            )
+            if offset == 0 and numel == data.size and tuple(stride) == _contiguous(size):
+                view = data.reshape(tuple(size))  # the whole storage, in order: the common case
+            else:
+                view = np.lib.stride_tricks.as_strided(
+                    data[offset:], shape=tuple(size), strides=tuple(s * isz for s in stride), writeable=False
+                )
         else:
             view = np.empty(tuple(size), data.dtype)
         # mmap=False: the bytes are this load's own (zipfile's bytes object), never the caller's. A view of part
@@ -368,7 +421,18 @@ class _TorchReader:
 
     def load(self) -> Any:
         pkl = self._read(self.prefix + "data.pkl", "data.pkl").tobytes()
-        return U.SafeUnpickler(pkl, self.persistent_load, self.where, allow_globals=True, profile=self.profile()).load()
+        try:
+            out = U.SafeUnpickler(
+                pkl, self.persistent_load, self.where, allow_globals=True, profile=self.profile()
+            ).load()
+        finally:  # a failed load waits for its checksum threads too (their buffers stay referenced till then)
+            crcs, self.crcs = self.crcs, []
+            wait = [f for _, _, f in crcs]
+            for f in wait:
+                f.result()
+            self.crcs = crcs
+        self.verify()
+        return out
 
 
 def _with_state(*args):
