@@ -480,3 +480,36 @@ def test_nothing_is_half_loaded_into_a_model(tmp_path):
         net.load_state_dict(lf.load(tmp_path / "t.pt"))
     for k, v in net.state_dict().items():
         np.testing.assert_array_equal(v.numpy(), before[k])
+
+
+def test_float8_and_big_endian_files(tmp_path):
+    t = torch.tensor([0.5, -2.0, 448.0]).to(torch.float8_e4m3fn)
+    torch.save({"f8": t}, tmp_path / "f8.pt")
+    got = lf.load(tmp_path / "f8.pt")["f8"]
+    assert isinstance(got, np.ndarray)  # no lazyflow float8 dtype: a numpy (ml_dtypes) array
+    np.testing.assert_array_equal(got.astype(np.float32), t.float().numpy())
+    # a file written on a big-endian machine: byteorder record "big", storages big-endian
+    src = {"w": torch.arange(6, dtype=torch.float32).reshape(2, 3), "i": torch.tensor([1, 256, -3, 2**40])}
+    torch.save(src, tmp_path / "le.pt")
+    with zipfile.ZipFile(tmp_path / "le.pt") as zf:
+        keys = {n: zf.read(n) for n in zf.namelist()}
+    pkl = next(v for n, v in keys.items() if n.endswith("data.pkl"))
+    dtypes = {}
+    for name in keys:
+        if "/data/" in name:
+            dtypes[name] = np.float32 if len(keys[name]) == 24 else np.int64
+    rewrite(
+        tmp_path / "le.pt",
+        tmp_path / "be.pt",
+        lambda n, d: (
+            b"big"
+            if n.endswith("byteorder")
+            else np.frombuffer(d, dtypes[n]).astype(np.dtype(dtypes[n]).newbyteorder(">")).tobytes()
+            if n in dtypes
+            else d
+        ),
+    )
+    assert pkl  # the pickle is unchanged: only the record bytes and the byteorder record differ
+    got = lf.load(tmp_path / "be.pt")
+    np.testing.assert_array_equal(got["w"].numpy(), src["w"].numpy())
+    np.testing.assert_array_equal(got["i"].numpy(), src["i"].numpy())
