@@ -22,7 +22,7 @@ import numpy as np
 from .._core import dtypes as D
 from .._core.errors import CheckpointError, NotSupportedError
 from .._tensor import Tensor
-from ._torch_format import make_value, placement
+from ._torch_format import aligned, make_value, placement
 
 try:
     import safetensors
@@ -96,6 +96,12 @@ def _diagnose(head: bytes, total: int, where: str, cause: Exception) -> Checkpoi
 def _wrap_all(arrays: Mapping[str, np.ndarray], where: str, map_location) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, a in arrays.items():
+        if a.nbytes >= 1 << 16 and a.ctypes.data % 64:
+            # the package's arrays sit in bytes objects (never 64-byte aligned): one copy into an aligned buffer
+            # lets device_put wrap it (measured faster than device_put's own copy)
+            buf = aligned(a.nbytes)
+            buf[:] = a.reshape(-1).view(np.uint8)
+            a = buf.view(a.dtype).reshape(a.shape)
         what = f"'{k}'"
         out[k] = make_value(
             a, lambda a=a, what=what: placement(map_location, "cpu", a.dtype, a.nbytes, where, what), where, what

@@ -35,7 +35,7 @@ from . import _crc
 from . import _safe_unpickler as U
 from ._load import _resolve_device
 
-__all__ = ["STORAGE_DTYPES", "TORCH_DTYPES", "load_torch", "find_archive", "placement", "make_value"]
+__all__ = ["STORAGE_DTYPES", "TORCH_DTYPES", "load_torch", "find_archive", "placement", "make_value", "aligned"]
 
 # torch's storage class name -> numpy dtype (bfloat16 and the float8s from ml_dtypes, which jax ships)
 STORAGE_DTYPES: dict[str, np.dtype] = {
@@ -89,7 +89,7 @@ def _contiguous(size) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def _aligned(n: int) -> np.ndarray:
+def aligned(n: int) -> np.ndarray:
     """An uninitialised uint8 buffer of ``n`` bytes starting at a 64-byte boundary."""
     raw = np.empty(n + 64, np.uint8)
     off = -raw.ctypes.data % 64
@@ -246,7 +246,7 @@ class _TorchReader:
             fp = self.zf.fp
             assert fp is not None
             fp.seek(self._start(info, what))
-            buf = _aligned(info.file_size)
+            buf = aligned(info.file_size)
             if fp.readinto(memoryview(buf)) != info.file_size:
                 raise CheckpointError(f"{self.where}: record '{what}' is truncated")
             self.crcs.append((what, info.CRC, _crc.executor().submit(zlib.crc32, memoryview(buf))))
