@@ -120,6 +120,11 @@ def test_truncated_file_and_members_outside(tmp_path):
         with pytest.raises(CheckpointError, match="points outside"):
             lf.load(tmp_path / "e.pt")
     assert not (tmp_path / "evil").exists() and not (tmp_path / "x").exists()
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(tmp_path / "z.pt", "w") as dst:  # a zip bomb's shape
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info), compress_type=zipfile.ZIP_DEFLATED)
+    with pytest.raises(CheckpointError, match="is compressed"):
+        lf.load(tmp_path / "z.pt")
 
 
 def test_failed_save_names_the_file_and_keeps_the_old_one(tmp_path):

@@ -413,6 +413,10 @@ def test_storages_that_do_not_hold_the_tensor(tmp_path):
         lf.load(make_pt(tmp_path / "c.pt", {"t": tensor_call(_Ref("../data.pkl", 4), 0, (4,), (1,))}, {"0": data}))
     with pytest.raises(CheckpointError, match="no record"):
         lf.load(make_pt(tmp_path / "d.pt", {"t": tensor_call(_Ref("7", 4), 0, (4,), (1,))}, {"0": data}))
+    with pytest.raises(CheckpointError, match="would expand storage '0'"):  # int64 product overflows; stride 0
+        lf.load(make_pt(tmp_path / "f.pt", {"t": tensor_call(_Ref("0", 4), 0, (2**32, 2**32), (0, 0))}, {"0": data}))
+    with pytest.raises(CheckpointUnpicklingError, match="refused"):  # dimensions no storage can hold
+        lf.load(make_pt(tmp_path / "g.pt", {"t": tensor_call(_Ref("0", 4), 0, (0, 2**63), (1, 1))}, {"0": data}))
     with pytest.raises(CheckpointUnpicklingError, match="bad storage reference"):
         lf.load(make_pt(tmp_path / "e.pt", {"t": tensor_call(_Ref("0", -1.5), 0, (4,), (1,))}, {"0": data}))
 

@@ -3,7 +3,8 @@
 ``lf.save(obj, "ckpt.pt")`` (suffix ``.pt``/``.pth``/``.bin``/``.ckpt``) or ``lf.save(obj, f)`` for an open binary
 file writes the directory ``lf.save`` would write into a temporary place, then zips it under the member prefix
 ``lazyflow-checkpoint/``. ``lf.load`` unpacks it into a private temporary directory (member names checked: no
-absolute path, no ``..``, nothing outside the prefix; zip's CRC-32 checked per member) and loads it there with
+absolute path, no ``..``, nothing outside the prefix; stored members only, so nothing unpacks larger than the file;
+zip's CRC-32 checked per member) and loads it there with
 the directory loader, so the per-tensor checksums and the ``weights_only`` allowlist apply unchanged.
 """
 
@@ -78,6 +79,10 @@ def _extract(zf: zipfile.ZipFile, dest: str, where: str) -> None:
             raise CheckpointError(f"{where}: the archive member {name!r} points outside the checkpoint")
         if info.is_dir():
             continue
+        if info.compress_type != zipfile.ZIP_STORED:  # stored only: what unpacks is what the file holds (no bomb)
+            raise CheckpointError(
+                f"{where}: the archive member {name!r} is compressed; lazyflow writes its single files uncompressed"
+            )
         target = os.path.join(dest, *parts)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         try:

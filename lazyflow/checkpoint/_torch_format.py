@@ -14,6 +14,7 @@ is refused: without torch, the classes such a pickle names do not exist here.
 from __future__ import annotations
 
 import collections
+import math
 import re
 import zipfile
 import zlib
@@ -77,6 +78,8 @@ TORCH_DTYPES: dict[str, np.dtype] = {
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
 _LF_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+_MAX_DIM = 1 << 48  # sizes, strides and offsets beyond this are forged (no storage holds 2**48 elements)
+_MAX_EXPAND = 1 << 30  # the most bytes a view may materialise beyond its storage's own size (stride-0 expands)
 _DIRECT_MIN = 1 << 16  # records this big are read into aligned buffers (smaller ones: zipfile's read)
 
 
@@ -327,8 +330,8 @@ class _TorchReader:
             and type(size) in (tuple, Size)
             and type(stride) in (tuple, Size)
             and len(size) == len(stride)
-            and all(type(x) is int and x >= 0 for x in (*size, *stride))
-            and offset >= 0
+            and all(type(x) is int and 0 <= x < _MAX_DIM for x in (*size, *stride))
+            and 0 <= offset < _MAX_DIM
             and type(requires_grad) is bool
             and (hooks is None or type(hooks) is collections.OrderedDict and not hooks)
             and (metadata is None or type(metadata) is dict and not metadata)
@@ -338,7 +341,7 @@ class _TorchReader:
                 "torch._utils._rebuild_tensor_v2 expects (storage, offset, size tuple, stride tuple, requires_grad, "
                 f"empty hooks) with non-negative ints, got {A.short((offset, size, stride, requires_grad))}"
             )
-        numel = int(np.prod(size, dtype=np.int64))
+        numel = math.prod(size)  # Python ints: no int64 overflow to 0 for a forged size
         dt = storage.dtype if dtype is None else dtype
         if storage.data.nbytes % dt.itemsize:
             raise CheckpointError(
@@ -353,6 +356,12 @@ class _TorchReader:
                     f"element {last} of storage '{storage.key}', which has {data.size}; the file is damaged"
                 )
             isz = data.itemsize
+            if numel * isz > max(data.nbytes, _MAX_EXPAND):
+                raise CheckpointError(
+                    f"{self.where}: a tensor of size {tuple(size)} (stride {tuple(stride)}) would expand storage "
+                    f"'{storage.key}' ({data.nbytes} bytes) to {numel * isz} bytes; lazyflow materialises views, and "
+                    f"refuses to grow one past {_MAX_EXPAND >> 30} GiB (a forged file, or a huge expand())"
+                )
             if offset == 0 and numel == data.size and tuple(stride) == _contiguous(size):
                 view = data.reshape(tuple(size))  # the whole storage, in order: the common case
             else:
@@ -495,3 +504,5 @@ def load_torch(zf: zipfile.ZipFile, where: str, *, mmap_path: str | None, map_lo
         raise
     except A.BadArguments as e:
         raise CheckpointUnpicklingError(f"{where}: weights_only load refused a call: {e}") from e
+    except Exception as e:  # numpy or jax refusing values a forged file holds: still the file's fault
+        raise CheckpointError(f"{where}: the file is damaged or forged ({type(e).__name__}: {e})") from e
