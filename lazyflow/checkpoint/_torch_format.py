@@ -246,13 +246,13 @@ class _TorchReader:
                 self.mapped = np.memmap(self.mmap_path, np.uint8, "r")
             return self.mapped[start : start + info.file_size]
         if stored and info.file_size >= _DIRECT_MIN:
-            fp = self.zf.fp
-            assert fp is not None
+            fp: Any = self.zf.fp  # a binary file or BytesIO: both have readinto (IO[bytes] does not declare it)
             fp.seek(self._start(info, what))
             buf = aligned(info.file_size)
-            if fp.readinto(memoryview(buf)) != info.file_size:
+            view = memoryview(buf.data)
+            if fp.readinto(view) != info.file_size:
                 raise CheckpointError(f"{self.where}: record '{what}' is truncated")
-            self.crcs.append((what, info.CRC, _crc.executor().submit(zlib.crc32, memoryview(buf))))
+            self.crcs.append((what, info.CRC, _crc.executor().submit(zlib.crc32, view)))
             return buf
         try:
             return np.frombuffer(self.zf.read(member), np.uint8)
