@@ -461,8 +461,9 @@ def test_truncated_and_flipped_files_raise_or_load_unchanged(tmp_path):
     assert refused >= 40
 
 
-def test_flipped_storage_byte_names_the_record(tmp_path):
-    torch.save({"w": torch.randn(32)}, tmp_path / "c.pt")
+@pytest.mark.parametrize("n", [32, 100_000], ids=["small-record", "large-record"])  # zipfile's read / direct read
+def test_flipped_storage_byte_names_the_record(tmp_path, n):
+    torch.save({"w": torch.randn(n)}, tmp_path / "c.pt")
     raw = bytearray((tmp_path / "c.pt").read_bytes())
     with zipfile.ZipFile(tmp_path / "c.pt") as zf:
         info = next(i for i in zf.infolist() if "/data/0" in i.filename)
@@ -471,6 +472,8 @@ def test_flipped_storage_byte_names_the_record(tmp_path):
     (tmp_path / "f.pt").write_bytes(bytes(raw))
     with pytest.raises(CheckpointError, match="record 'data/0'.*damaged"):
         lf.load(tmp_path / "f.pt")
+    changed = torch.load(tmp_path / "f.pt", weights_only=True)["w"]  # torch does not check the CRC (docs claim)
+    assert not torch.equal(changed, torch.load(tmp_path / "c.pt", weights_only=True)["w"])
 
 
 def test_nothing_is_half_loaded_into_a_model(tmp_path):
@@ -517,3 +520,15 @@ def test_float8_and_big_endian_files(tmp_path):
     got = lf.load(tmp_path / "be.pt")
     np.testing.assert_array_equal(got["w"].numpy(), src["w"].numpy())
     np.testing.assert_array_equal(got["i"].numpy(), src["i"].numpy())
+
+
+def test_loaded_tensors_do_not_alias_the_file(tmp_path):
+    t = torch.randn(256, 256)  # a large record: read into lazyflow's own aligned buffer, wrapped by device_put
+    torch.save({"t": t}, tmp_path / "c.pt")
+    got = lf.load(tmp_path / "c.pt")
+    raw = bytearray((tmp_path / "c.pt").read_bytes())
+    pos = raw.find(t.numpy().tobytes()[:64])
+    raw[pos : pos + 4096] = bytes(4096)
+    with open(tmp_path / "c.pt", "r+b") as f:  # overwritten in place, as another process could
+        f.write(raw)
+    np.testing.assert_array_equal(got["t"].numpy(), t.numpy())
