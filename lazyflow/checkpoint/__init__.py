@@ -5,12 +5,18 @@ through orbax (small tensors packed per dtype, sharded tensors written shard by 
 the structure and every non-tensor value go into a pickled metadata file that references tensors by key and
 holds a CRC-32 per tensor. Saves are atomic (a crash leaves the old or the new checkpoint), loads are safe
 by default (``weights_only=True``). The on-disk format is documented in ``docs/checkpoint-format.md``.
+
+``lf.load`` also reads PyTorch's ``torch.save`` files and safetensors (one file or sharded), and ``lf.save``
+writes a single file (lazyflow's layout zipped, for ``.pt``/``.pth``/``.bin``/``.ckpt`` paths and open files),
+PyTorch's format (``format="torch"``) or safetensors (``.safetensors`` paths): see ``_formats.py``.
 """
 
 from ._allowlist import add_safe_globals, clear_safe_globals, get_safe_globals
-from ._load import load, load_tensors
+from ._formats import FORMATS, detect_format, load, save
+from ._load import load_tensors
 from ._meta import FORMAT_VERSION, SavedSharding, TensorInfo, inspect
-from ._save import SaveHandle, save
+from ._safetensors import metadata as safetensors_metadata
+from ._save import SaveHandle
 from .manager import CheckpointManager
 
 __all__ = [
@@ -18,6 +24,9 @@ __all__ = [
     "load",
     "load_tensors",
     "inspect",
+    "detect_format",
+    "FORMATS",
+    "safetensors_metadata",
     "CheckpointManager",
     "SaveHandle",
     "TensorInfo",

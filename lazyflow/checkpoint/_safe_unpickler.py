@@ -33,7 +33,7 @@ from . import _allowlist as A
 
 _CODE2OP = {o.code: o for o in pickletools.opcodes}  # pickletools.code2op, which the stubs do not declare
 
-__all__ = ["SafeUnpickler", "KEY_DEPTH", "HASH_BUDGET"]
+__all__ = ["SafeUnpickler", "Profile", "LAZYFLOW", "KEY_DEPTH", "HASH_BUDGET"]
 
 MIN_PROTOCOL, MAX_PROTOCOL = 4, 5  # lazyflow writes 5; 4 is pickle.dumps' default before Python 3.14
 KEY_DEPTH = 64
@@ -77,6 +77,29 @@ _MARK = object()  # what MARK pushes onto the stack
 _I4, _U2, _U4, _U8, _F8 = (struct.Struct(f).unpack_from for f in ("<i", "<H", "<I", "<Q", ">d"))
 
 
+class Profile:
+    """What one kind of pickle may contain: its globals table, the calls ``REDUCE`` may make, the lowest
+    protocol, and extra opcodes (PyTorch's protocol 2 pickles memoize with ``BINPUT``/``LONG_BINPUT``)."""
+
+    def __init__(
+        self,
+        name: str,
+        globals_table: dict[tuple[str, str], Any],
+        calls: dict[int, tuple[Any, Callable]],
+        *,
+        min_protocol: int = MIN_PROTOCOL,
+        extra_ops: dict[int, Callable[[SafeUnpickler], None]] | None = None,
+        allowed_doc: str = ("containers, numbers, strings, numeric numpy and lazyflow dtypes, devices, tensors"),
+    ):
+        self.name = name
+        self.globals = globals_table
+        self.calls = calls
+        self.min_protocol = min_protocol
+        self.dispatch = {**_DISPATCH_BASE, **(extra_ops or {})}
+        self.allowed_doc = allowed_doc
+        self.writer, self.writes = ("lazyflow", MAX_PROTOCOL) if name == "metadata" else ("torch.save", 2)
+
+
 class _Stop(Exception):
     def __init__(self, value):
         self.value = value
@@ -85,7 +108,16 @@ class _Stop(Exception):
 class SafeUnpickler:
     """One load. ``allow_globals=False`` admits plain values only (the metadata record)."""
 
-    def __init__(self, data: bytes, persistent_load: Callable[[Any], Any] | None, where: str, *, allow_globals: bool):
+    def __init__(
+        self,
+        data: bytes,
+        persistent_load: Callable[[Any], Any] | None,
+        where: str,
+        *,
+        allow_globals: bool,
+        profile: Profile | None = None,
+    ):
+        self.profile = profile or LAZYFLOW
         self.data = bytes(data)
         self.pos = 0
         self.where = where
@@ -102,14 +134,19 @@ class SafeUnpickler:
 
     def load(self) -> Any:
         data = self.data
+        lo, what = self.profile.min_protocol, self.profile.name
+        span = "4/5" if lo == 4 else f"{lo}..{MAX_PROTOCOL}"
         if data[:1] != pickle.PROTO or len(data) < 2:
-            self.fail("the metadata is not a protocol 4/5 pickle (lazyflow writes protocol 5)")
-        if not MIN_PROTOCOL <= data[1] <= MAX_PROTOCOL:
             self.fail(
-                f"the metadata is a protocol {data[1]} pickle; lazyflow writes protocol {MAX_PROTOCOL} and "
-                f"reads {MIN_PROTOCOL}..{MAX_PROTOCOL}"
+                f"the {what} is not a protocol {span} pickle "
+                f"({self.profile.writer} writes protocol {self.profile.writes})"
             )
-        data, stack, memo, dispatch, n = self.data, self.stack, self.memo, _DISPATCH, len(self.data)
+        if not lo <= data[1] <= MAX_PROTOCOL:
+            self.fail(
+                f"the {what} is a protocol {data[1]} pickle; {self.profile.writer} writes protocol "
+                f"{self.profile.writes} and reads {lo}..{MAX_PROTOCOL}"
+            )
+        data, stack, memo, dispatch, n = self.data, self.stack, self.memo, self.profile.dispatch, len(self.data)
         push = stack.append
         pos = 2
         # The most frequent opcodes of a state dict's pickle run inline (no call, no attribute access); the
@@ -340,18 +377,16 @@ class SafeUnpickler:
         obj = A.user_global(full)  # the exact registered name: nothing is resolved
         if obj is not None:
             return obj
-        if "." not in name and (module, name) in A.GLOBALS:
-            return A.GLOBALS[(module, name)]
+        table = self.profile.globals
+        if "." not in name and (module, name) in table:
+            return table[(module, name)]
         why = (
             (
                 "dotted names are never resolved (an attribute walk reaches anything: 'numpy.dtypes' + "
                 "'__builtins__.get' reaches eval)"
             )
             if "." in name
-            else (
-                "it is not one of the types lazyflow allows (containers, numbers, strings, numeric numpy and lazyflow "
-                "dtypes, devices, tensors)"
-            )
+            else (f"it is not one of the types lazyflow allows ({self.profile.allowed_doc})")
         )
         self.fail(
             f"weights_only load refused the global '{full}': {why}. Unpickling it could run arbitrary code. "
@@ -364,7 +399,7 @@ class SafeUnpickler:
         func = self.top()
         if type(args) is not tuple:
             self.fail(f"the metadata pickle is malformed (REDUCE arguments are {_describe(args)})")
-        hit = A.CALLS.get(id(func))
+        hit = self.profile.calls.get(id(func))
         if hit is not None and hit[0] is func:
             try:
                 result = hit[1](*args)
@@ -502,8 +537,21 @@ def _describe(obj) -> str:
     return f"a {type(obj).__module__}.{type(obj).__qualname__}"
 
 
+def _memo_put(u: SafeUnpickler, index: int) -> None:
+    """``BINPUT``/``LONG_BINPUT`` (protocol 2's memo writes): the index must be the next free one, so a pickle
+    cannot overwrite an object already handed out."""
+    if u.stack[-1] is _MARK or index != len(u.memo):
+        u.fail(f"the pickle is malformed (a memo write to index {index} at byte {u.pos}, expected {len(u.memo)})")
+    u.memo[index] = u.stack[-1]
+
+
+PROTOCOL2_OPS: dict[int, Callable[[SafeUnpickler], None]] = {
+    pickle.BINPUT[0]: lambda u: _memo_put(u, u.take(1)[0]),
+    pickle.LONG_BINPUT[0]: lambda u: _memo_put(u, u.unpack(_U4, 4)),
+}
+
 S = SafeUnpickler
-_DISPATCH: dict[int, Callable[[SafeUnpickler], None]] = {
+_DISPATCH_BASE: dict[int, Callable[[SafeUnpickler], None]] = {
     op[0]: fn
     for op, fn in {
         pickle.STOP: S.op_stop,
@@ -544,3 +592,4 @@ _DISPATCH: dict[int, Callable[[SafeUnpickler], None]] = {
     }.items()
 }
 del S
+LAZYFLOW = Profile("metadata", A.GLOBALS, A.CALLS)

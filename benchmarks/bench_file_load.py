@@ -1,0 +1,106 @@
+"""Load time of foreign checkpoint files (issue 13): a ResNet-50-sized state dict (~25.6M parameters, 102 MB of
+float32, random weights, torchvision's parameter and buffer shapes) as
+
+* ``.pth`` written by ``torch.save``: ``lf.load`` vs ``torch.load(weights_only=True)``, both also with ``mmap=True``;
+* ``.safetensors`` written by ``safetensors.torch``: ``lf.load`` vs ``safetensors.numpy.load_file``.
+
+Run: ``python -m benchmarks.bench_file_load [--repeat N]``. Each number is the median of N loads (after one warm-up
+load, so the file is in the page cache for every contender); the ratios compare numbers taken side by side in this
+process. ``lf.load`` returns lazyflow Tensors (jax arrays, ready: ``block_until_ready``), checks zip's CRC-32 of each
+record and runs the weights_only allowlist; torch.load returns torch tensors; load_file returns numpy arrays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from collections import OrderedDict
+
+import jax
+import numpy as np
+import safetensors.numpy
+import safetensors.torch
+import torch
+
+import lazyflow as lf
+from benchmarks._util import table
+from benchmarks.bench_checkpoint import resnet50_shapes
+
+
+def state_dict() -> OrderedDict:
+    """ResNet-50's state_dict: parameters plus each BatchNorm's running_mean/var and num_batches_tracked."""
+    g = torch.Generator().manual_seed(0)
+    sd = OrderedDict()
+    for k, shape in resnet50_shapes().items():
+        sd[k] = torch.randn(shape, generator=g)
+        if (".bn" in k or k.startswith("bn") or "downsample.1" in k) and k.endswith(".bias"):
+            p = k[: -len("bias")]
+            sd[p + "running_mean"] = torch.randn(shape, generator=g)
+            sd[p + "running_var"] = torch.rand(shape, generator=g) + 0.5
+            sd[p + "num_batches_tracked"] = torch.tensor(100)
+    return sd
+
+
+def pair(ours, peer, repeat: int) -> tuple[float, float, float]:
+    """Medians of ``ours`` and ``peer`` timed alternately (one of each per round, after a warm-up of each), and
+    the median of the per-round ratios: the shared machine's noise hits both contenders alike."""
+    ours(), peer()
+    a, b = [], []
+    for _ in range(repeat):
+        for fn, out in ((ours, a), (peer, b)):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+    return statistics.median(a), statistics.median(b), statistics.median(x / y for x, y in zip(a, b))
+
+
+def lf_load(path, **kw):
+    out = lf.load(path, **kw)
+    jax.block_until_ready([v._value for v in out.values()])
+    return out
+
+
+def run(repeat: int) -> dict:
+    sd = state_dict()
+    n_params = sum(v.numel() for v in sd.values())
+    with tempfile.TemporaryDirectory() as d:
+        pth, st = os.path.join(d, "resnet50.pth"), os.path.join(d, "resnet50.safetensors")
+        torch.save(sd, pth)
+        safetensors.torch.save_file(sd, st)
+        got = lf.load(pth)
+        assert all(
+            np.array_equal(got[k].numpy(), v.numpy()) for k, v in sd.items()
+        )  # the values are right (a cheap check)
+        res = {
+            "params": n_params,
+            "mb": os.path.getsize(pth) / 1e6,
+            "pth": pair(lambda: lf_load(pth), lambda: torch.load(pth, weights_only=True), repeat),
+            "pth_mmap": pair(
+                lambda: lf_load(pth, mmap=True), lambda: torch.load(pth, weights_only=True, mmap=True), repeat
+            ),
+            "st": pair(lambda: lf_load(st), lambda: safetensors.numpy.load_file(st), repeat),
+        }
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    r = run(args.repeat)
+    ms = lambda s: f"{s * 1e3:.1f} ms"
+    peers = {
+        "pth": (".pth", "torch.load(weights_only=True)"),
+        "pth_mmap": (".pth mmap=True", "torch.load(weights_only=True, mmap=True)"),
+        "st": (".safetensors", "safetensors.numpy.load_file"),
+    }
+    rows = [(f, p, ms(r[k][0]), ms(r[k][1]), f"{r[k][2]:.2f}x") for k, (f, p) in peers.items()]
+    print(f"ResNet-50 state dict: {r['params'] / 1e6:.1f}M parameters, {r['mb']:.0f} MB; medians of {args.repeat}")
+    print(table(rows, ("file", "peer", "lf.load", "peer", "median ratio (lower is better)")))
+
+
+if __name__ == "__main__":
+    main()
