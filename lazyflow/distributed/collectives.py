@@ -148,14 +148,18 @@ def _describe(row) -> str:
 
 
 _NAMES = {i: k for k, i in _KINDS.items()}
-_DT: dict[int, str] = {}
 
 
 def _dtype_code(dtype) -> int:
     """The same number in every process (a checksum of the name, not an order of first use)."""
-    code = zlib.crc32(str(dtype).encode()) % (2**31)
-    _DT[code] = str(dtype)
-    return code
+    return zlib.crc32(str(dtype).encode()) % (2**31)
+
+
+_DT = {
+    _dtype_code(n): n
+    for n in "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32 float64 complex64 "
+    "complex128".split()
+}
 
 
 def _check(kind: str, g: ProcessGroup, v, op=None, extra: int = 0) -> None:
