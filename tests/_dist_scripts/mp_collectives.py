@@ -224,7 +224,7 @@ def bad_arguments():
     raises(ValueError, lambda: D.all_gather([lf.zeros(2)] * (N + 1), lf.zeros(2)), f"list of {N} tensors")
     raises(ValueError, lambda: D.all_gather_into_tensor(lf.zeros(N + 1, 2), lf.zeros(2)), "output_tensor")
     raises(ValueError, lambda: D.reduce_scatter_tensor(lf.zeros(2), lf.zeros(2 * N + 1)), "input must have")
-    raises(ValueError, lambda: D.all_to_all_single(lf.zeros(N + 1), lf.zeros(N + 1)), "blocks")
+    raises(ValueError, lambda: D.all_to_all_single(lf.zeros(N), lf.zeros(2 * N)), "output must match")
     if N > 1:
         sizes = [1] * (N - 1) + [N + 1]
         raises(NotSupportedError, lambda: D.all_to_all_single(lf.zeros(2 * N), lf.zeros(2 * N), sizes, sizes),
