@@ -20,8 +20,8 @@ import lazyflow as lf
 from lazyflow.autograd.engine import queue_callback, register_post_accumulate_grad_hook
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "_dist_scripts"))
-import _checks  # noqa: E402
-from test_distributed_multiprocess import _run  # noqa: E402
+import _checks
+from test_distributed_multiprocess import _run
 
 D = lf.distributed
 SCRIPT = "mp_collectives.py"
@@ -51,9 +51,7 @@ def world(request, tmp_path_factory):
     np.savez(tmp / "torch_ddp.npz", **theirs)
     code, out, _ = _run(request.param, SCRIPT, str(tmp), devices=1, timeout=300)
     per_rank = {
-        r: "".join(
-            ln[len(f"[rank {r}] ") :] + "\n" for ln in out.splitlines() if ln.startswith(f"[rank {r}] ")
-        )
+        r: "".join(ln[len(f"[rank {r}] ") :] + "\n" for ln in out.splitlines() if ln.startswith(f"[rank {r}] "))
         for r in range(request.param)
     }
     return request.param, code, out, per_rank, tmp, theirs
@@ -132,3 +130,34 @@ def test_data_parallel_over_local_devices():
     out = _checks.run_script("dp_local.py", devices=4, timeout=300)
     for name in _checks.names("dp_local.py"):
         _checks.outcome(out, name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    "all_reduce broadcast reduce all_gather all_gather_into_tensor reduce_scatter_tensor all_to_all_single scatter "
+    "gather new_group get_rank get_world_size".split(),
+)
+def test_signatures_follow_torch(name):
+    """Our parameters are a prefix of torch.distributed's (same names, same positional order)."""
+    import inspect
+
+    import torch.distributed as td
+
+    theirs = list(inspect.signature(getattr(td, name)).parameters)
+    ours = list(inspect.signature(getattr(D, name)).parameters)
+    assert ours == theirs[: len(ours)], (ours, theirs)
+
+
+def test_wrapper_signatures_and_reduce_ops_follow_torch():
+    import inspect
+
+    import torch.distributed as td
+
+    ddp = list(inspect.signature(lf.nn.parallel.DistributedDataParallel).parameters)
+    theirs = list(inspect.signature(torch.nn.parallel.DistributedDataParallel).parameters)
+    assert ddp[:-1] == theirs[: len(ddp) - 1] and ddp[-1] == "kwargs"
+    dp = list(inspect.signature(lf.nn.DataParallel).parameters)
+    assert dp == list(inspect.signature(torch.nn.DataParallel).parameters)
+    assert lf.nn.parallel.DataParallel is lf.nn.DataParallel
+    torch_ops = [n for n in td.ReduceOp.RedOpType.__members__ if n != "PREMUL_SUM"]
+    assert [op.name for op in D.ReduceOp] == torch_ops

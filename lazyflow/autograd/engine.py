@@ -8,7 +8,6 @@ from .._core.context import state
 from .._core.errors import AutogradError
 from .._tensor import _make
 
-
 _post_accumulate: dict[int, tuple] = {}  # id(leaf) -> (weakref to it, [hooks])
 _callbacks: list = []  # queued by hooks during a backward, run once at its end
 

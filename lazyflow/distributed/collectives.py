@@ -13,6 +13,7 @@ import functools
 import zlib
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -73,7 +74,7 @@ class Work:
         return list(self._tensors)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _program(kind: str, op: ReduceOp | None, mesh, n: int, extra: int):
     """A jitted shard_map over ``mesh``: block (1, *shape) in, block (1, *out_shape) out."""
 

@@ -44,7 +44,7 @@ class ProcessGroup:
         self.ranks = list(ranks)
         me = jax.process_index()
         self.rank = self.ranks.index(me) if me in self.ranks else -1
-        first: dict[int, jax.Device] = {}
+        first: dict = {}
         for d in jax.devices():
             if d.process_index in self.ranks and (d.process_index not in first or d.id < first[d.process_index].id):
                 first[d.process_index] = d
@@ -93,15 +93,26 @@ def group_of(group: ProcessGroup | None, what: str) -> ProcessGroup:
     return g
 
 
-def new_group(ranks: list[int] | None = None, timeout=None, backend=None, pg_options=None) -> ProcessGroup:
+def new_group(
+    ranks: list[int] | None = None,
+    timeout=None,
+    backend=None,
+    pg_options=None,
+    use_local_synchronization: bool = False,
+    group_desc: str | None = None,
+    device_id=None,
+    sort_ranks: bool = True,
+) -> ProcessGroup:
     """A group of ``ranks`` (all ranks when None) for collectives; every process must call it, like torch.
 
     A process that is not in ``ranks`` gets the group too, but its :func:`get_rank` in it is -1 and a collective
     on it raises.
 
     Args:
-        ranks: distinct global ranks, in the order that becomes the group's rank order.
-        timeout, backend, pg_options: accepted for torch compatibility and ignored.
+        ranks: distinct global ranks.
+        sort_ranks: number the members in ascending global rank (torch's default); False keeps ``ranks``' order.
+        timeout, backend, pg_options, use_local_synchronization, group_desc, device_id: accepted for torch
+            compatibility and ignored.
     Raises:
         DistributedNotInitializedError: before ``init_process_group``.
         ValueError: a rank out of range or repeated.
@@ -111,4 +122,4 @@ def new_group(ranks: list[int] | None = None, timeout=None, backend=None, pg_opt
     ranks = list(range(n)) if ranks is None else [int(r) for r in ranks]
     if len(set(ranks)) != len(ranks) or not ranks or any(not 0 <= r < n for r in ranks):
         raise ValueError(f"new_group: ranks must be distinct ranks in [0, {n}), got {ranks}")
-    return ProcessGroup(ranks)
+    return ProcessGroup(sorted(ranks) if sort_ranks else ranks)

@@ -15,7 +15,9 @@ import lazyflow as lf
 from lazyflow import nn
 
 RNG = np.random.default_rng(0)
-DATA = [(RNG.standard_normal((8, 5)).astype(np.float32), RNG.standard_normal((8, 2)).astype(np.float32)) for _ in range(3)]
+DATA = [
+    (RNG.standard_normal((8, 5)).astype(np.float32), RNG.standard_normal((8, 2)).astype(np.float32)) for _ in range(3)
+]
 
 
 def mlp():

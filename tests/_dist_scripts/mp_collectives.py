@@ -172,20 +172,21 @@ def async_work_handles():
 @check
 def groups():
     ranks = list(range(N))[::-1][: max(1, N // 2)]  # the upper half, in reverse order
-    g = D.new_group(ranks)
-    assert D.get_world_size(g) == len(ranks)
-    assert D.get_rank(g) == (ranks.index(R) if R in ranks else -1)
+    g = D.new_group(ranks)  # torch numbers the members in ascending order unless sort_ranks=False
+    assert D.get_world_size(g) == len(ranks) and g.ranks == sorted(ranks)
+    assert D.get_rank(g) == (sorted(ranks).index(R) if R in ranks else -1)
+    assert D.get_rank(D.new_group(ranks, sort_ranks=False)) == (ranks.index(R) if R in ranks else -1)
     a = per_rank((3,), seed=11)
     t = lf.tensor(a[R])
     if R in ranks:
         D.all_reduce(t, group=g)
         np.testing.assert_allclose(t.numpy(), a[ranks].sum(0), rtol=1e-5)
         t = lf.tensor(a[R])
-        D.broadcast(t, ranks[-1], group=g)
+        D.broadcast(t, ranks[-1], group=g)  # src is a global rank, as in torch
         np.testing.assert_array_equal(t.numpy(), a[ranks[-1]])
         outs = [lf.zeros(3) for _ in ranks]
-        D.all_gather(outs, lf.tensor(a[R]), group=g)
-        np.testing.assert_array_equal(np.stack([o.numpy() for o in outs]), a[ranks])
+        D.all_gather(outs, lf.tensor(a[R]), group=g)  # in group-rank order
+        np.testing.assert_array_equal(np.stack([o.numpy() for o in outs]), a[sorted(ranks)])
     else:
         raises(D.DistributedError, lambda: D.all_reduce(t, group=g), f"rank {R} is not a member")
     whole = D.new_group()
@@ -202,8 +203,13 @@ def mismatched_calls_name_the_ranks():
         return
     # rank 1 passes a different shape: every rank raises, naming both shapes (no hang)
     shape = (2, 3) if R != 1 else (3, 3)
-    raises(D.DistributedError, lambda: D.all_reduce(lf.zeros(*shape)), "rank 0: all_reduce of shape (2, 3)",
-           "rank 1: all_reduce of shape (3, 3)", "mismatched")
+    raises(
+        D.DistributedError,
+        lambda: D.all_reduce(lf.zeros(*shape)),
+        "rank 0: all_reduce of shape (2, 3)",
+        "rank 1: all_reduce of shape (3, 3)",
+        "mismatched",
+    )
     dtype = lf.float32 if R != 1 else lf.int32
     raises(D.DistributedError, lambda: D.all_reduce(lf.zeros(4, dtype=dtype)), "int32", "float32")
     op = OPS.SUM if R != 1 else OPS.MAX
@@ -227,8 +233,11 @@ def bad_arguments():
     raises(ValueError, lambda: D.all_to_all_single(lf.zeros(N), lf.zeros(2 * N)), "output must match")
     if N > 1:
         sizes = [1] * (N - 1) + [N + 1]
-        raises(NotSupportedError, lambda: D.all_to_all_single(lf.zeros(2 * N), lf.zeros(2 * N), sizes, sizes),
-               "equal splits")
+        raises(
+            NotSupportedError,
+            lambda: D.all_to_all_single(lf.zeros(2 * N), lf.zeros(2 * N), sizes, sizes),
+            "equal splits",
+        )
     raises(TypeError, lambda: D.all_reduce(lf.zeros(2), group="world"), "ProcessGroup")
     assert D.is_available() and D.is_initialized()
 
@@ -291,6 +300,14 @@ def ddp_broadcasts_rank0_and_matches_one_process_training():
     ref = reference(STEPS)
     for k, v in state(m).items():
         np.testing.assert_allclose(v, ref[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+@check
+def ddp_init_sync_false_keeps_each_ranks_weights():
+    m = mlp(R)
+    nn.parallel.DistributedDataParallel(m, None, None, 0, True, False)  # torch's positional order
+    for k, v in state(m).items():
+        np.testing.assert_array_equal(v, state(mlp(R))[k], err_msg=k)
 
 
 @check

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Iterator
 
 import jax
+import jax.core
 import jax.numpy as jnp
 
 from ..._core.errors import NotSupportedError
@@ -62,6 +63,7 @@ class DistributedDataParallel(Module):
         device_ids, output_device, dim, bucket_cap_mb, find_unused_parameters, check_reduction,
             gradient_as_bucket_view, static_graph: accepted for torch compatibility and ignored.
         broadcast_buffers: broadcast rank 0's buffers before each forward (torch's default).
+        init_sync: broadcast rank 0's parameters and buffers at construction (torch's default).
         process_group: the group to average over (default: every rank).
     Raises:
         DistributedNotInitializedError: before ``init_process_group``.
@@ -77,6 +79,7 @@ class DistributedDataParallel(Module):
         output_device=None,
         dim: int = 0,
         broadcast_buffers: bool = True,
+        init_sync: bool = True,
         process_group: ProcessGroup | None = None,
         bucket_cap_mb=None,
         find_unused_parameters: bool = False,
@@ -99,7 +102,7 @@ class DistributedDataParallel(Module):
         state = list(module.parameters()) + list(module.buffers())
         if _traced(state):
             raise NotSupportedError(_IN_TRACE)
-        if state:
+        if state and init_sync:
             coalesced(state, lambda flat: broadcast(flat, self._src, group=process_group))
         self._hooks = [register_post_accumulate_grad_hook(p, self._on_grad) for p in self._grad_params]
 
