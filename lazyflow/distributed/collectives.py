@@ -311,29 +311,71 @@ def all_to_all_single(
     group=None,
     async_op: bool = False,
 ):
-    """Rank i's j-th block of ``input`` (dim 0 split into n equal blocks) becomes rank j's i-th block of
-    ``output``.
+    """Rank i's j-th block of ``input`` (dim 0 split into blocks) becomes rank j's i-th block of ``output``.
+
+    Without split sizes dim 0 splits into n equal blocks. With them, ``input_split_sizes[j]`` rows go to rank j
+    and ``output_split_sizes[j]`` rows come from rank j (a missing list means equal blocks); pass them on every
+    rank or on none. Unequal blocks are padded to a common size (rounded up to a power of two, which bounds the
+    number of compiled programs) after a small exchange of every rank's sizes.
 
     Raises:
-        NotSupportedError: unequal ``output_split_sizes``/``input_split_sizes``.
+        ValueError: shapes or split sizes that do not fit this rank's tensors. DistributedError: ranks whose
+        sizes disagree (rank i's ``output_split_sizes[j]`` is not rank j's ``input_split_sizes[i]``).
     """
     g = group_of(group, "all_to_all_single")
     v = _value(input, "all_to_all_single", "input")
     o = _value(output, "all_to_all_single", "output")
     n = g.size()
-    for name, s in (("output_split_sizes", output_split_sizes), ("input_split_sizes", input_split_sizes)):
-        if s is not None and (len(s) != n or len(set(s)) > 1):
-            raise NotSupportedError(
-                f"all_to_all_single: only equal splits are supported; got {name}={list(s)} for {n} ranks. Pad "
-                "each block to the largest size (and send the true sizes with all_gather_object) instead"
-            )
-    if v.ndim == 0 or v.shape[0] % n or o.shape != v.shape or o.dtype != v.dtype:
+    if v.ndim == 0 or o.shape[1:] != v.shape[1:] or o.dtype != v.dtype:
         raise ValueError(
-            f"all_to_all_single: input's dim 0 must divide into {n} blocks and output must match input's shape "
-            f"and dtype; got input {v.shape} {v.dtype}, output {o.shape} {o.dtype}"
+            f"all_to_all_single: output must have input's trailing shape and dtype; got input {v.shape} {v.dtype}, "
+            f"output {o.shape} {o.dtype}"
         )
-    _check("all_to_all_single", g, v)
-    return _finish([(output, _run("all_to_all_single", g, v))], async_op)
+    if output_split_sizes is None and input_split_sizes is None:
+        if v.shape[0] % n or o.shape != v.shape:
+            raise ValueError(
+                f"all_to_all_single: input's dim 0 must divide into {n} blocks and output must match input's shape "
+                f"and dtype; got input {v.shape} {v.dtype}, output {o.shape} {o.dtype}"
+            )
+        _check("all_to_all_single", g, v)
+        return _finish([(output, _run("all_to_all_single", g, v))], async_op)
+    s_in = _splits(input_split_sizes, v.shape[0], n, "input")
+    s_out = _splits(output_split_sizes, o.shape[0], n, "output")
+    _check("all_to_all_single", g, np.empty((0, *v.shape[1:]), v.dtype), None, 1)
+    table = np.asarray(_run("all_gather", g, jnp.asarray(s_in + s_out, jnp.int32)))  # row j: rank j's sizes
+    sent, expected = table[:, :n], table[:, n:]
+    bad = [(i, j) for i in range(n) for j in range(n) if expected[i, j] != sent[j, i]]
+    if bad:
+        i, j = bad[0]
+        raise DistributedError(
+            f"all_to_all_single: rank {g.ranks[i]} expects {expected[i, j]} rows from rank {g.ranks[j]}, which "
+            f"sends it {sent[j, i]} (input_split_sizes by rank: {sent.tolist()}; output_split_sizes by rank: "
+            f"{expected.tolist()}); every rank's output_split_sizes[j] must be rank j's input_split_sizes[i]"
+        )
+    m = int(sent.max())
+    if m == 0:
+        return _finish([(output, o)], async_op)
+    m = 1 << (m - 1).bit_length()
+    offsets = np.concatenate([[0], np.cumsum(s_in)])
+    pad = [(0, 0)] * (v.ndim - 1)
+    padded = jnp.concatenate([jnp.pad(v[offsets[j] : offsets[j + 1]], [(0, m - s_in[j]), *pad]) for j in range(n)])
+    got = _run("all_to_all_single", g, padded)
+    out = jnp.concatenate([got[j * m : j * m + s_out[j]] for j in range(n)])
+    return _finish([(output, out)], async_op)
+
+
+def _splits(sizes, rows: int, n: int, what: str) -> list[int]:
+    if sizes is None:
+        if rows % n:
+            raise ValueError(f"all_to_all_single: {what}'s dim 0 ({rows}) does not split into {n} equal blocks")
+        return [rows // n] * n
+    sizes = [int(s) for s in sizes]
+    if len(sizes) != n or any(s < 0 for s in sizes) or sum(sizes) != rows:
+        raise ValueError(
+            f"all_to_all_single: {what}_split_sizes must be {n} non-negative sizes adding up to {what}'s dim 0 "
+            f"({rows}), got {sizes}"
+        )
+    return sizes
 
 
 def scatter(tensor: Tensor, scatter_list: list[Tensor] | None = None, src: int = 0, group=None, async_op=False):

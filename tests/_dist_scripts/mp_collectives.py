@@ -141,6 +141,33 @@ def reduce_scatter_and_all_to_all():
     np.testing.assert_array_equal(out.numpy(), want)
 
 
+def rows_to(src, dst):
+    """How many rows rank src sends rank dst in the uneven all_to_all (0 included)."""
+    return (2 * src + dst) % 3
+
+
+@check
+def all_to_all_uneven_splits():
+    s_in = [rows_to(R, j) for j in range(N)]
+    s_out = [rows_to(j, R) for j in range(N)]
+    inputs = [
+        np.arange(sum(rows_to(r, j) for j in range(N)) * 2, dtype=np.float32).reshape(-1, 2) + 100 * r for r in range(N)
+    ]
+    want = np.concatenate(
+        [inputs[j][sum(rows_to(j, k) for k in range(R)) :][: rows_to(j, R)] for j in range(N)]
+    ).reshape(-1, 2)
+    out = lf.zeros(sum(s_out), 2)
+    D.all_to_all_single(out, lf.tensor(inputs[R]), s_out, s_in)
+    np.testing.assert_array_equal(out.numpy(), want)
+    if N > 1:  # rank 0 expects one row too many from rank 1: every rank raises, naming both
+        wrong = [s + (1 if R == 0 and j == 1 else 0) for j, s in enumerate(s_out)]
+        raises(
+            D.DistributedError,
+            lambda: D.all_to_all_single(lf.zeros(sum(wrong), 2), lf.tensor(inputs[R]), wrong, s_in),
+            f"rank 0 expects {rows_to(1, 0) + 1} rows from rank 1, which sends it {rows_to(1, 0)}",
+        )
+
+
 @check
 def scatter_gather():
     a = per_rank((N, 4), seed=9)  # row src: the list rank src scatters
@@ -231,13 +258,9 @@ def bad_arguments():
     raises(ValueError, lambda: D.all_gather_into_tensor(lf.zeros(N + 1, 2), lf.zeros(2)), "output_tensor")
     raises(ValueError, lambda: D.reduce_scatter_tensor(lf.zeros(2), lf.zeros(2 * N + 1)), "input must have")
     raises(ValueError, lambda: D.all_to_all_single(lf.zeros(N), lf.zeros(2 * N)), "output must match")
-    if N > 1:
-        sizes = [1] * (N - 1) + [N + 1]
-        raises(
-            NotSupportedError,
-            lambda: D.all_to_all_single(lf.zeros(2 * N), lf.zeros(2 * N), sizes, sizes),
-            "equal splits",
-        )
+    raises(ValueError, lambda: D.all_to_all_single(lf.zeros(N, 3), lf.zeros(N, 4), [1] * N, [1] * N), "trailing shape")
+    raises(ValueError, lambda: D.all_to_all_single(lf.zeros(2 * N + 1), lf.zeros(N), None, [1] * N), "equal blocks")
+    raises(ValueError, lambda: D.all_to_all_single(lf.zeros(N), lf.zeros(N), [1] * N, [2] * N), "adding up to")
     raises(TypeError, lambda: D.all_reduce(lf.zeros(2), group="world"), "ProcessGroup")
     assert D.is_available() and D.is_initialized()
 
