@@ -126,6 +126,27 @@ def test_post_accumulate_grad_hooks_run_once_after_accumulation():
     assert len(seen) == 2 and order == ["hook", "callback", "hook", "callback"]
 
 
+def test_hook_handles_do_not_keep_their_owner_alive():
+    import gc
+    import weakref
+
+    from lazyflow.autograd import engine
+
+    class Owner:
+        pass
+
+    w = lf.tensor([1.0], requires_grad=True)
+    owner = Owner()
+    ref = weakref.ref(owner)
+    handle = register_post_accumulate_grad_hook(w, lambda t, r=ref: r())
+    weakref.finalize(owner, handle.remove)
+    del owner
+    gc.collect()
+    assert ref() is None and id(w) not in engine._post_accumulate
+    (w * 2).sum().backward()  # no hook left to run
+    assert w.grad.tolist() == [2.0]
+
+
 def test_data_parallel_over_local_devices():
     out = _checks.run_script("dp_local.py", devices=4, timeout=300)
     for name in _checks.names("dp_local.py"):

@@ -374,6 +374,25 @@ def ddp_state_dict_prefix_and_torch_checkpoints():
 
 
 @check
+def ddp_discarded_stops_averaging():
+    import gc
+
+    from lazyflow.autograd import engine
+
+    m = mlp(0)
+    ddp = nn.parallel.DistributedDataParallel(m)
+    del ddp
+    gc.collect()
+    assert not any(id(p) in engine._post_accumulate for p in m.parameters())
+    x, y = DATA[0]
+    ((m(my_slice(x)) - my_slice(y)) ** 2).mean().backward()  # a plain backward again: local gradients
+    if N > 1:
+        slots = [None] * N
+        D.all_gather_object(slots, m[0].weight.grad.numpy())
+        assert not np.allclose(slots[0], slots[1])
+
+
+@check
 def ddp_bad_input_and_graph_use():
     raises(TypeError, lambda: nn.parallel.DistributedDataParallel(lambda x: x), "lf.nn.Module")
     m = mlp(0)

@@ -9,6 +9,7 @@ when the backward has finished (torch reduces buckets while the backward still r
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Iterator
 
 import jax
@@ -104,7 +105,15 @@ class DistributedDataParallel(Module):
             raise NotSupportedError(_IN_TRACE)
         if state and init_sync:
             coalesced(state, lambda flat: broadcast(flat, self._src, group=process_group))
-        self._hooks = [register_post_accumulate_grad_hook(p, self._on_grad) for p in self._grad_params]
+        me = weakref.ref(self)  # the parameters' hooks must not keep a discarded wrapper alive
+
+        def on_grad(p: Tensor) -> None:
+            ddp = me()
+            if ddp is not None:
+                ddp._on_grad(p)
+
+        hooks = [register_post_accumulate_grad_hook(p, on_grad) for p in self._grad_params]
+        weakref.finalize(self, lambda: [h.remove() for h in hooks])
 
     def forward(self, *args, **kwargs):
         buffers = list(self.module.buffers())
