@@ -22,6 +22,8 @@ __all__ = [
     "GraphError",
     "NoCudaError",
     "NotSupportedError",
+    "DistributedError",
+    "DistributedNotInitializedError",
     "user_frame",
 ]
 
@@ -108,6 +110,16 @@ class NoCudaError(DeviceError, AssertionError):
 class NotSupportedError(LazyflowError, NotImplementedError):
     """A torch feature lazyflow deliberately does not emulate (``lf.jit.save``: TorchScript archives); the message
     names what to use instead."""
+
+
+class DistributedError(LazyflowError, RuntimeError):
+    """A collective that cannot run as called: ranks disagree on its shape/dtype/op, a rank outside the group
+    called it, or its arguments do not fit the group (torch raises RuntimeError/DistBackendError)."""
+
+
+class DistributedNotInitializedError(DistributedError, ValueError):
+    """A collective before ``init_process_group`` (torch: ValueError "Default process group has not been
+    initialized")."""
 
 
 def user_frame() -> str:

@@ -2,9 +2,57 @@
 
 from __future__ import annotations
 
+import weakref
+
 from .._core.context import state
 from .._core.errors import AutogradError
 from .._tensor import _make
+
+_post_accumulate: dict[int, tuple] = {}  # id(leaf) -> (weakref to it, [hooks])
+_callbacks: list = []  # queued by hooks during a backward, run once at its end
+
+
+class _Handle:
+    def __init__(self, key: int, hook) -> None:
+        self._key, self._hook = key, hook
+
+    def remove(self) -> None:
+        """Unregister the hook (a no-op when already removed)."""
+        entry = _post_accumulate.get(self._key)
+        if entry is not None and self._hook in entry[1]:
+            entry[1].remove(self._hook)
+            if not entry[1]:
+                del _post_accumulate[self._key]
+
+
+def register_post_accumulate_grad_hook(t, hook) -> _Handle:
+    """Call ``hook(t)`` after a backward has finished accumulating into leaf ``t``'s ``.grad`` (torch's
+    ``Tensor.register_post_accumulate_grad_hook``): once per backward that reached ``t``, after every leaf's
+    ``.grad`` is written and before the callbacks of :func:`queue_callback`. Returns a handle with ``remove()``."""
+    key = id(t)
+    entry = _post_accumulate.get(key)
+    if entry is None or entry[0]() is not t:
+        entry = _post_accumulate[key] = (weakref.ref(t, lambda _, k=key: _post_accumulate.pop(k, None)), [])
+    entry[1].append(hook)
+    return _Handle(key, hook)
+
+
+def queue_callback(fn) -> None:
+    """Run ``fn()`` once when the backward now running has finished (torch's ``queue_callback`` of its engine)."""
+    _callbacks.append(fn)
+
+
+def _finish(touched) -> None:
+    try:
+        for t in touched:
+            entry = _post_accumulate.get(id(t))
+            if entry is not None and entry[0]() is t:
+                for hook in list(entry[1]):
+                    hook(t)
+        while _callbacks:
+            _callbacks.pop(0)()
+    finally:
+        _callbacks.clear()
 
 
 def _topo(roots):
@@ -41,6 +89,7 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
     interp = state.interp
     acc = interp.accumulate
     pending: dict[int, list] = {}
+    touched: dict[int, object] = {}  # leaves with post-accumulate hooks that got a gradient
     nodes: dict[int, object] = {}
 
     def deliver(t, g, edge):
@@ -50,6 +99,8 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
             capture[id(t)] = g if prev is None else acc(prev, g)
         if edge is None:
             if capture is None:
+                if id(t) in _post_accumulate:
+                    touched[id(t)] = t
                 if create_graph:
                     t.grad = g if t.grad is None else t.grad + g
                 else:
@@ -111,3 +162,5 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
             node.inputs = None
             node.versions = ()
             node.edges = ()
+    if capture is None and (touched or _callbacks):
+        _finish(list(touched.values()))

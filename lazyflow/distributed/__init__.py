@@ -6,10 +6,27 @@
 * Processes: ``init_process_group``, ``get_rank``, ``get_world_size``, ``barrier``, ``is_initialized``,
   ``broadcast_object_list``, ``all_gather_object``; the launcher
   ``python -m lazyflow.distributed.run --nproc N script.py args...``.
+* Eager collectives (torch.distributed's names): ``all_reduce``, ``broadcast``, ``reduce``, ``all_gather``,
+  ``all_gather_into_tensor``, ``reduce_scatter_tensor``, ``all_to_all_single``, ``scatter``, ``gather``,
+  ``ReduceOp``, ``new_group``, ``is_available``; ``async_op=True`` returns a ``Work`` handle.
 """
 
 from __future__ import annotations
 
+from .._core.errors import DistributedError, DistributedNotInitializedError
+from .collectives import (
+    Work,
+    all_gather,
+    all_gather_into_tensor,
+    all_reduce,
+    all_to_all_single,
+    broadcast,
+    gather,
+    reduce,
+    reduce_scatter_tensor,
+    scatter,
+)
+from .groups import ProcessGroup, ReduceOp, is_available, new_group
 from .placement import Mesh, NamedSharding, PartitionSpec, replicate, shard
 from .process_group import (
     all_gather_object,
@@ -33,7 +50,23 @@ __all__ = [
     "get_world_size",
     "barrier",
     "is_initialized",
+    "is_available",
     "destroy_process_group",
     "broadcast_object_list",
     "all_gather_object",
+    "ReduceOp",
+    "ProcessGroup",
+    "new_group",
+    "Work",
+    "all_reduce",
+    "reduce",
+    "broadcast",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter_tensor",
+    "all_to_all_single",
+    "scatter",
+    "gather",
+    "DistributedError",
+    "DistributedNotInitializedError",
 ]

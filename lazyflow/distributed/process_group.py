@@ -139,14 +139,15 @@ def is_initialized() -> bool:
     return _state["initialized"]
 
 
-def get_rank() -> int:
-    """This process's index (0 when not distributed)."""
-    return jax.process_index()
+def get_rank(group=None) -> int:
+    """This process's index (0 when not distributed); with a ``group`` from ``new_group``, its index in that
+    group (-1 when it is not a member, like torch)."""
+    return jax.process_index() if group is None else group.rank
 
 
-def get_world_size() -> int:
-    """Number of processes (1 when not distributed)."""
-    return jax.process_count()
+def get_world_size(group=None) -> int:
+    """Number of processes (1 when not distributed); with a ``group``, the number of its members."""
+    return jax.process_count() if group is None else group.size()
 
 
 def barrier(name: str = "lazyflow_barrier") -> None:

@@ -1,8 +1,9 @@
 """``lazyflow.nn``: Module, Parameter, layers, losses, init and utilities with PyTorch's contracts."""
 
-from . import functional, init, modules, utils
+from . import functional, init, modules, parallel, utils
 from .module import IncompatibleKeys, Module, RemovableHandle
 from .modules import *
+from .parallel import DataParallel
 from .parameter import Buffer, Parameter
 
 __all__ = [
@@ -14,6 +15,8 @@ __all__ = [
     "functional",
     "init",
     "utils",
+    "parallel",
+    "DataParallel",
     *modules.__all__,
 ]
 

@@ -13,6 +13,7 @@ from . import (
     rnn,
     sparse,
     transformer,
+    utils,
 )
 from .activation import *
 from .container import *

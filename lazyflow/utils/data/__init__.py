@@ -4,6 +4,7 @@ from ._worker import WorkerInfo, get_worker_info
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
 from .dataset import ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split
+from .distributed import DistributedSampler
 from .sampler import (
     BatchSampler,
     RandomSampler,
@@ -27,6 +28,7 @@ __all__ = [
     "SubsetRandomSampler",
     "WeightedRandomSampler",
     "BatchSampler",
+    "DistributedSampler",
     "DataLoader",
     "default_collate",
     "default_convert",
