@@ -13,10 +13,11 @@ import contextlib
 
 from ._core import dtypes as D
 from ._core.context import state
+from ._grad_scaler import GradScaler
 from ._tensor import Tensor
 from .ops.table import REGISTRY
 
-__all__ = ["autocast", "LOW_PRECISION_OPS", "FP32_OPS"]
+__all__ = ["autocast", "GradScaler", "LOW_PRECISION_OPS", "FP32_OPS"]
 
 #: ops that run in the autocast dtype (float inputs are cast down)
 LOW_PRECISION_OPS = frozenset({"matmul", "linear", "einsum", "conv", "conv_transpose", "outer", "attention"})

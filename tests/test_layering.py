@@ -34,6 +34,7 @@ LAYERS = {
     "lazyflow._indexing": 2.8,
     "lazyflow._legacy": 2.85,  # torch's legacy constructors (lf.Tensor(2, 3), lf.FloatTensor) and Tensor.type()
     "lazyflow._methods": 2.9,
+    "lazyflow._grad_scaler": 2.93,  # torch.amp.GradScaler (duck-typed optimizers)
     "lazyflow.amp": 2.95,
     "lazyflow.eager": 3,
     "lazyflow.cuda": 3,  # torch.cuda's queries over JAX's GPUs (and cuda.amp over lazyflow.amp)

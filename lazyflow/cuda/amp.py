@@ -6,9 +6,10 @@ import warnings
 
 from .._core import dtypes as D
 from .._core.device import devices_of
+from ..amp import GradScaler as _GradScaler
 from ..amp import autocast as _autocast
 
-__all__ = ["autocast"]
+__all__ = ["autocast", "GradScaler"]
 
 
 class autocast(_autocast):
@@ -26,3 +27,23 @@ class autocast(_autocast):
             warnings.warn("CUDA is not available. Disabling autocast.", UserWarning, stacklevel=2)
             enabled = False
         super().__init__("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+
+class GradScaler(_GradScaler):
+    """``lf.amp.GradScaler("cuda", ...)``, torch.cuda.amp's deprecated spelling (it warns so, like torch; without a
+    GPU the scaler disables itself with a warning)."""
+
+    def __init__(
+        self,
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        enabled: bool = True,
+    ) -> None:
+        warnings.warn(
+            "`lf.cuda.amp.GradScaler(args...)` is deprecated. Please use `lf.amp.GradScaler('cuda', args...)` instead.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        super().__init__("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
