@@ -57,6 +57,21 @@ CASES = {
         lambda m, o: m.ChainedScheduler([m.ConstantLR(o, factor=0.5, total_iters=5), m.ExponentialLR(o, gamma=0.98)]),
     ),
     "warm_restarts": ("SGD", lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=7, T_mult=2, eta_min=1e-4)),
+    "cyclic_triangular": ("SGD", lambda m, o: m.CyclicLR(o, base_lr=0.01, max_lr=[0.1, 0.2], step_size_up=7)),
+    "cyclic_triangular2": (
+        "SGD",
+        lambda m, o: m.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=5, step_size_down=9, mode="triangular2"),
+    ),
+    "cyclic_exp_range_adam": (
+        "Adam",
+        lambda m, o: m.CyclicLR(o, base_lr=1e-4, max_lr=1e-2, step_size_up=6, mode="exp_range", gamma=0.97),
+    ),
+    "cyclic_custom": (
+        "SGD",
+        lambda m, o: m.CyclicLR(
+            o, 0.01, 0.1, step_size_up=4, scale_fn=lambda x: 1 / (1 + x), scale_mode="iterations", cycle_momentum=False
+        ),
+    ),
 }
 
 
@@ -103,7 +118,9 @@ def test_learning_rates_match_torch_with_resume(case):
                 np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-13)
 
 
-@pytest.mark.parametrize("case", ["step", "cosine", "onecycle_sgd", "warm_restarts", "lambda", "linear"])
+@pytest.mark.parametrize(
+    "case", ["step", "cosine", "onecycle_sgd", "warm_restarts", "lambda", "linear", "cyclic_triangular"]
+)
 def test_state_dict_keys_match_torch(case):
     opt_name, make = CASES[case]
     ls, ts = make(S, _optimizer(lf, opt_name)), make(torch.optim.lr_scheduler, _optimizer(torch, opt_name))
@@ -197,11 +214,19 @@ def test_schedules_do_not_recompile_the_optimizer():
         (lambda o: S.CosineAnnealingWarmRestarts(o, T_0=0), ValueError, "T_0"),
         (lambda o: S.SequentialLR(o, [S.StepLR(o, 3)], milestones=[3]), ValueError, "one more"),
         (lambda o: S.StepLR(o, 3, last_epoch=4), KeyError, "initial_lr"),
+        (lambda o: S.CyclicLR(o, 0.01, 0.1, mode="sawtooth"), ValueError, "mode is invalid"),
+        (lambda o: S.CyclicLR(o, [0.01], 0.1), ValueError, "same length as optimizer.param_groups"),
     ],
 )
 def test_invalid_arguments(ctor, exc, match):
     with pytest.raises(exc, match=match):
         ctor(_optimizer(lf, "SGD"))
+
+
+def test_cyclic_momentum_needs_momentum_or_betas():
+    p = lf.tensor([1.0], requires_grad=True)
+    with pytest.raises(ValueError, match="momentum or beta1"):
+        S.CyclicLR(lf.optim.Adagrad([p], lr=0.1), 0.01, 0.1)
 
 
 def test_onecycle_too_many_steps():

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ._adaptive import CosineAnnealingWarmRestarts, OneCycleLR, ReduceLROnPlateau
 from ._base import LRScheduler
 from ._composite import ChainedScheduler, SequentialLR
+from ._cyclic import CyclicLR
 from ._schedules import (
     ConstantLR,
     CosineAnnealingLR,
@@ -26,6 +27,7 @@ from ._schedules import (
 
 __all__ = [
     "LRScheduler",
+    "CyclicLR",
     "LambdaLR",
     "MultiplicativeLR",
     "StepLR",
