@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from jax.extend.core import Literal
@@ -20,7 +21,7 @@ from ._graph import Builder, onnx_dtype, where_in_model
 __all__ = ["RULES", "lower_jaxpr"]
 
 
-def _aval(v):
+def _aval(v) -> Any:
     return v.aval
 
 
