@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 
 import jax
-import numpy as np
+import jax.numpy as jnp
 
 from .._core.errors import ArgumentError, GraphError
 from .._tensor import Tensor
@@ -84,7 +84,8 @@ def pure_function(model, names: list[str], what: str):
         def body():
             return model(*(traced(a) for a in args)), None
 
-        zero = np.uint32(0)
+        # random ops take traced (seed, offset) pairs; made inside the trace they are tracers. Any draw raises below.
+        zero = jnp.zeros((), jnp.uint32)
         out_vals, out_tree, new_state, n_rng, _captured, _aux, _checks = trace_pure(
             body, tensors, set(), vals, zero, zero, grad=False, where=what
         )
