@@ -16,6 +16,7 @@ from typing import IO
 import jax
 import numpy as np
 from jax._src.core import is_symbolic_dim
+from jax._src.export.shape_poly import InconclusiveDimensionOperation
 
 try:
     import onnx
@@ -116,8 +117,17 @@ def export(
     pspecs = {n: jax.ShapeDtypeStruct(v.shape, v.dtype) for n, v in params.items()}
     fn = pure_function(model, names, what)
     with eval_mode(model):
-        closed = jax.make_jaxpr(fn)(pspecs, *specs)
+        try:
+            closed = jax.make_jaxpr(fn)(pspecs, *specs)
+        except InconclusiveDimensionOperation as e:
+            raise ExportError(f"{what}: the model's code depends on a dynamic axis' value: {e}") from e
     out_names = _names(output_names, len(closed.out_avals), "output", "output_names")
+    unknown = set(dynamic_axes or {}) - set(in_names) - set(out_names)
+    if unknown:
+        raise ArgumentError(
+            f"{what}: dynamic_axes names {sorted(unknown)}, which are neither inputs {in_names} nor outputs "
+            f"{out_names}; key it by input_names/output_names"
+        )
     b = Builder()
     pnames = sorted(names)  # a dict's leaves come in sorted-key order
     inits = [b.const(params[n], name=n) for n in pnames]

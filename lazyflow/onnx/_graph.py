@@ -27,14 +27,22 @@ def onnx_dtype(dtype) -> int:
     return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
-def where_in_model(eqn) -> str:
-    """``file:line (function)`` of the innermost frame outside lazyflow and jax: the model's line."""
+def _model_frame(eqn) -> str | None:
     tb = eqn.source_info.traceback
-    frames = source_info_util.user_frames(tb) if tb is not None else []
-    for fr in frames:
+    for fr in source_info_util.user_frames(tb) if tb is not None else ():
         if not os.path.abspath(fr.file_name).startswith(_LAZYFLOW_DIR + os.sep):
             return f"{fr.file_name}:{fr.start_line} ({fr.function_name})"
-    return source_info_util.summarize(eqn.source_info)
+    return None
+
+
+def where_in_model(eqn, callers=()) -> str:
+    """``file:line (function)`` of the innermost frame outside lazyflow and jax: the model's line. An equation
+    inside an inlined call (a cached ``jnp`` function's jaxpr) may carry no frames: its callers' are used."""
+    for e in (eqn, *reversed(callers)):
+        found = _model_frame(e)
+        if found:
+            return found
+    return source_info_util.summarize(eqn.source_info) or "an unknown line"
 
 
 class _Dim:
@@ -66,6 +74,7 @@ class Builder:
         self.inits: list[onnx.TensorProto] = []
         self.env: dict = {}
         self.dims: dict[str, _Dim] = {}  # symbolic dim name -> its run-time value
+        self.callers: list = []  # the call equations being inlined (for error locations)
         self._n = 0
         self._consts: dict = {}
 

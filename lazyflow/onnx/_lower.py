@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import onnx
 from jax.extend.core import Literal
 
 from ..export._pure import ExportError
@@ -182,6 +183,21 @@ def _slice(b, eqn, ins):
     ]
 
 
+def _dynamic_slice(b, eqn, ins):
+    """lax.dynamic_slice clamps each start into ``[0, dim - size]``; ONNX Slice would clip the end instead."""
+    x, *idx = ins
+    sizes = eqn.params["slice_sizes"]
+    dims = _aval(eqn.invars[0]).shape
+    one = b.const(np.array([1], np.int64))
+    starts = b.node(
+        "Concat", [b.node("Reshape", [b.node("Cast", [i], to=onnx.TensorProto.INT64), one]) for i in idx], axis=0
+    )
+    hi = b.shape([d - s for d, s in zip(dims, sizes)])
+    starts = b.node("Min", [b.node("Max", [starts, b.const(np.zeros(len(idx), np.int64))]), hi])
+    ends = b.node("Add", [starts, b.shape(sizes)])
+    return [b.node("Slice", [x, starts, ends, b.const(np.arange(len(idx), dtype=np.int64))])]
+
+
 def _pad(b, eqn, ins):
     config = eqn.params["padding_config"]
     if any(i != 0 for _, _, i in config):
@@ -197,6 +213,12 @@ def _iota(b, eqn, ins):
         raise ExportError("iota over a dynamic dimension has no lowering")
     idx = np.arange(shape[dim], dtype=p["dtype"]).reshape([-1 if i == dim else 1 for i in range(len(shape))])
     return [b.const(np.broadcast_to(idx, shape).copy())]
+
+
+def _dim_as_value(b, eqn, ins):
+    """A dynamic dimension used as a number (``x.mean(0)`` over a dynamic axis divides by it)."""
+    d = b.node("Reshape", [b.dim(eqn.params["dim"]), b.const(np.zeros(0, np.int64))])
+    return [b.node("Cast", [d], to=onnx_dtype(_aval(eqn.outvars[0]).dtype))]
 
 
 def _nchw(b, x, spec):
@@ -249,7 +271,11 @@ def _inline(key: str):
     def rule(b, eqn, ins):
         sub = eqn.params[key]
         jaxpr, consts = (sub.jaxpr, sub.consts) if hasattr(sub, "consts") else (sub, ())
-        return lower_jaxpr(b, jaxpr, [b.const(np.asarray(c)) for c in consts], ins)
+        b.callers.append(eqn)
+        try:
+            return lower_jaxpr(b, jaxpr, [b.const(np.asarray(c)) for c in consts], ins)
+        finally:
+            b.callers.pop()
 
     return rule
 
@@ -330,8 +356,10 @@ RULES: dict[str, Rule] = {
     "split": _split,
     "stack": _stack,
     "slice": _slice,
+    "dynamic_slice": _dynamic_slice,
     "pad": _pad,
     "iota": _iota,
+    "dim_as_value": _dim_as_value,
     # calls: inlined
     "pjit": _inline("jaxpr"),
     "jit": _inline("jaxpr"),
@@ -369,7 +397,7 @@ def lower_jaxpr(b: Builder, jaxpr, consts: list[str], args: list[str]) -> list[s
         rule = RULES.get(name)
         if rule is None:
             raise ExportError(
-                f"lf.onnx.export: the op {name!r} (from {where_in_model(eqn)}) has no ONNX lowering; "
+                f"lf.onnx.export: the op {name!r} (from {where_in_model(eqn, b.callers)}) has no ONNX lowering; "
                 "rewrite that line with supported ops, or use lf.export.export (StableHLO) instead"
             )
         try:
@@ -377,7 +405,7 @@ def lower_jaxpr(b: Builder, jaxpr, consts: list[str], args: list[str]) -> list[s
         except ExportError as e:
             if "lf.onnx.export" in str(e):
                 raise
-            raise ExportError(f"lf.onnx.export: {e} (op {name!r} from {where_in_model(eqn)})") from e
+            raise ExportError(f"lf.onnx.export: {e} (op {name!r} from {where_in_model(eqn, b.callers)})") from e
         for v, n in zip(eqn.outvars, outs):
             env[v] = n
     return [read(v) for v in jaxpr.outvars]
