@@ -238,3 +238,36 @@ def test_file_objects_and_no_file(tmp_path):
     for model_bytes in (buf.getvalue(), proto.SerializeToString()):
         sess = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
         np.testing.assert_allclose(sess.run(None, {"input0": x})[0], _mlp_ref(m, x), atol=ATOL)
+
+
+def _not_onnx_cases():
+    """The README's list of what cannot be exported to ONNX: (model, torch twin, inputs, the primitive named)."""
+    idx = np.array([1, 2, 7])
+    emb = lf.nn.Embedding(10, 3)
+    convt = lf.nn.ConvTranspose2d(2, 3, 3)
+    lstm = lf.nn.LSTM(3, 4, batch_first=True)
+    return {
+        "embedding": (emb, _torch_like(emb, torch.nn.Embedding(10, 3)), (idx,), "gather"),
+        "index_tensor": (lambda x: x[lf.tensor(idx % 3)], lambda x: x[torch.tensor(idx % 3)], (_x(3, 4),), "gather"),
+        "cumsum": (lambda x: x.cumsum(0), lambda x: x.cumsum(0), (_x(3, 4),), "cumsum"),
+        "sort": (lambda x: x.sort(1)[0], lambda x: x.sort(1)[0], (_x(3, 4),), "sort"),
+        "topk": (lambda x: x.topk(2, 1)[0], lambda x: x.topk(2, 1)[0], (_x(3, 4),), "top_k"),
+        "conv_transpose": (convt, _torch_like(convt, torch.nn.ConvTranspose2d(2, 3, 3)), (_x(1, 2, 5, 5),), "rev"),
+        "lstm": (
+            lambda x: lstm(x)[0],
+            lambda x, t=_torch_like(lstm, torch.nn.LSTM(3, 4, batch_first=True)): t(x)[0],
+            (_x(2, 5, 3),),
+            "scan",
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", ["embedding", "index_tensor", "cumsum", "sort", "topk", "conv_transpose", "lstm"])
+def test_what_onnx_cannot_export_raises_and_lf_export_runs(tmp_path, name):
+    model, twin, args, prim = _not_onnx_cases()[name]
+    with pytest.raises(lf.onnx.ExportError, match=rf"the op '{prim}' \(from "):
+        lf.onnx.export(model, tuple(lf.tensor(a) for a in args), str(tmp_path / "m.onnx"))
+    ep = lf.export.export(model, tuple(lf.tensor(a) for a in args))
+    with torch.no_grad():
+        want = twin(*(torch.tensor(a) for a in args)).numpy()
+    np.testing.assert_allclose(ep(*(lf.tensor(a) for a in args)).numpy(), want, atol=ATOL)

@@ -27,22 +27,25 @@ def onnx_dtype(dtype) -> int:
     return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
 
 
-def _model_frame(eqn) -> str | None:
+def _frames(eqn):
     tb = eqn.source_info.traceback
-    for fr in source_info_util.user_frames(tb) if tb is not None else ():
-        if not os.path.abspath(fr.file_name).startswith(_LAZYFLOW_DIR + os.sep):
-            return f"{fr.file_name}:{fr.start_line} ({fr.function_name})"
-    return None
+    return list(source_info_util.user_frames(tb)) if tb is not None else []
 
 
 def where_in_model(eqn, callers=()) -> str:
     """``file:line (function)`` of the innermost frame outside lazyflow and jax: the model's line. An equation
-    inside an inlined call (a cached ``jnp`` function's jaxpr) may carry no frames: its callers' are used."""
-    for e in (eqn, *reversed(callers)):
-        found = _model_frame(e)
-        if found:
-            return found
-    return source_info_util.summarize(eqn.source_info) or "an unknown line"
+    inside an inlined call (a cached ``jnp`` function's jaxpr) may carry no frames: its callers' are used. A model
+    built only of lazyflow's modules has no line of its own: the innermost lazyflow frame is named instead."""
+    chain = [_frames(e) for e in (eqn, *reversed(callers))]
+    for frames in chain:
+        for fr in frames:
+            if not os.path.abspath(fr.file_name).startswith(_LAZYFLOW_DIR + os.sep):
+                return f"{fr.file_name}:{fr.start_line} ({fr.function_name})"
+    for frames in chain:
+        if frames:
+            fr = frames[0]
+            return f"lazyflow's {fr.file_name}:{fr.start_line} ({fr.function_name})"
+    return "an unknown line"
 
 
 class _Dim:
