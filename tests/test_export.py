@@ -127,6 +127,22 @@ def test_modules_are_exported_in_eval_mode_and_their_flags_restored():
     np.testing.assert_allclose(ep(lf.tensor(x)).numpy(), t(torch.tensor(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_transformer_encoder_with_dynamic_batch_and_sequence_matches_torch():
+    m = lf.nn.TransformerEncoder(lf.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 2)
+    t = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 2, enable_nested_tensor=False
+    )
+    t.load_state_dict({k: torch.tensor(_np(v)) for k, v in m.state_dict().items()})
+    t.eval()
+    dims = {0: lf.export.Dim("batch"), 1: lf.export.Dim("seq")}
+    ep = lf.export.export(m, (lf.ones(2, 5, 16),), dynamic_shapes=(dims,))
+    for shape in ((2, 5, 16), (3, 9, 16)):
+        x = _x(*shape)
+        with torch.no_grad():
+            want = t(torch.tensor(x)).numpy()
+        np.testing.assert_allclose(ep(lf.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
 def test_weights_are_a_snapshot_taken_at_export():
     m = TinyNet()
     x = _x(2, 4)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import inspect
 import io
+import os
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -16,6 +19,11 @@ import lazyflow as lf
 from lazyflow._core.errors import ArgumentError
 
 ATOL = 1e-5
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=REPO, JAX_PLATFORMS="cpu")
 
 
 def _x(*shape, seed=0):
@@ -124,11 +132,12 @@ def _cnn():
 def test_cnn_with_batchnorm_maxpool_relu_matches_torch(tmp_path):
     m, t = _cnn()
     path = tmp_path / "cnn.onnx"
-    lf.onnx.export(m, (lf.ones(2, 3, 10, 10),), str(path))
+    lf.onnx.export(m, (lf.ones(2, 3, 10, 10),), str(path), input_names=["x"], dynamic_axes={"x": {0: "n"}})
     assert m.training  # restored after the eval-mode export
-    x = _x(2, 3, 10, 10)
-    want = t(torch.tensor(x)).detach().numpy()
-    np.testing.assert_allclose(_run(path, input0=x)[0], want, atol=ATOL)
+    for n in (2, 5):
+        x = _x(n, 3, 10, 10)
+        want = t(torch.tensor(x)).detach().numpy()
+        np.testing.assert_allclose(_run(path, x=x)[0], want, atol=ATOL)
     m.eval()
     np.testing.assert_allclose(_np(m(lf.tensor(x))), want, atol=ATOL)
 
@@ -139,11 +148,19 @@ def test_transformer_encoder_matches_torch(tmp_path):
     tl = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.1, batch_first=True)
     t = _torch_like(m, torch.nn.TransformerEncoder(tl, 2, enable_nested_tensor=False))
     path = tmp_path / "enc.onnx"
-    lf.onnx.export(m, (lf.ones(2, 5, 16),), str(path), input_names=["src"], output_names=["out"])
-    x = _x(2, 5, 16)
-    with torch.no_grad():
-        want = t(torch.tensor(x)).numpy()
-    np.testing.assert_allclose(_run(path, src=x)[0], want, atol=ATOL)
+    lf.onnx.export(
+        m,
+        (lf.ones(2, 5, 16),),
+        str(path),
+        input_names=["src"],
+        output_names=["out"],
+        dynamic_axes={"src": {0: "batch", 1: "seq"}, "out": {0: "batch", 1: "seq"}},
+    )
+    for shape in ((2, 5, 16), (3, 7, 16)):  # batch and sequence length both dynamic
+        x = _x(*shape)
+        with torch.no_grad():
+            want = t(torch.tensor(x)).numpy()
+        np.testing.assert_allclose(_run(path, src=x)[0], want, atol=ATOL)
 
 
 OPS = {  # name: (function of one tensor, numpy reference, input)
@@ -212,6 +229,26 @@ def test_an_op_without_a_lowering_names_the_op_and_the_models_line(tmp_path):
     assert not (tmp_path / "c.onnx").exists()
 
 
+def test_signature_follows_torch_onnx_export():
+    ours = inspect.signature(lf.onnx.export).parameters
+    theirs = inspect.signature(torch.onnx.export).parameters
+    assert list(ours)[:3] == list(theirs)[:3] == ["model", "args", "f"]
+    for name, p in ours.items():
+        assert name in theirs and theirs[name].kind == p.kind, name
+        assert p.default == theirs[name].default or name in ("verbose",), name
+
+
+def test_import_lazyflow_needs_no_onnx_and_lf_onnx_says_how_to_get_it():
+    code = (
+        "import sys; sys.modules['onnx'] = None\n"
+        "import lazyflow as lf\n"
+        "try:\n    lf.onnx\nexcept ImportError as e:\n    print(e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=_env())
+    assert r.returncode == 0, r.stderr
+    assert "pip install 'lazyflow[onnx]'" in r.stdout
+
+
 def test_bad_arguments(tmp_path):
     m, x, f = MLP(), lf.ones(2, 4), str(tmp_path / "m.onnx")
     with pytest.raises(ArgumentError, match="opset_version"):
@@ -242,14 +279,16 @@ def test_file_objects_and_no_file(tmp_path):
 
 def _not_onnx_cases():
     """The README's list of what cannot be exported to ONNX: (model, torch twin, inputs, the primitive named)."""
-    idx = np.array([1, 2, 7])
-    emb = lf.nn.Embedding(10, 3)
     convt = lf.nn.ConvTranspose2d(2, 3, 3)
     lstm = lf.nn.LSTM(3, 4, batch_first=True)
     return {
-        "embedding": (emb, _torch_like(emb, torch.nn.Embedding(10, 3)), (idx,), "gather"),
-        "index_tensor": (lambda x: x[lf.tensor(idx % 3)], lambda x: x[torch.tensor(idx % 3)], (_x(3, 4),), "gather"),
         "cumsum": (lambda x: x.cumsum(0), lambda x: x.cumsum(0), (_x(3, 4),), "cumsum"),
+        "torch_gather": (
+            lambda x: lf.gather(x, 1, lf.tensor(np.array([[0, 1], [3, 0], [2, 2]]))),
+            lambda x: torch.gather(x, 1, torch.tensor([[0, 1], [3, 0], [2, 2]])),
+            (_x(3, 4),),
+            "gather",
+        ),
         "sort": (lambda x: x.sort(1)[0], lambda x: x.sort(1)[0], (_x(3, 4),), "sort"),
         "topk": (lambda x: x.topk(2, 1)[0], lambda x: x.topk(2, 1)[0], (_x(3, 4),), "top_k"),
         "conv_transpose": (convt, _torch_like(convt, torch.nn.ConvTranspose2d(2, 3, 3)), (_x(1, 2, 5, 5),), "rev"),
@@ -262,7 +301,7 @@ def _not_onnx_cases():
     }
 
 
-@pytest.mark.parametrize("name", ["embedding", "index_tensor", "cumsum", "sort", "topk", "conv_transpose", "lstm"])
+@pytest.mark.parametrize("name", ["cumsum", "torch_gather", "sort", "topk", "conv_transpose", "lstm"])
 def test_what_onnx_cannot_export_raises_and_lf_export_runs(tmp_path, name):
     model, twin, args, prim = _not_onnx_cases()[name]
     with pytest.raises(lf.onnx.ExportError, match=rf"the op '{prim}' \(from "):
@@ -271,3 +310,37 @@ def test_what_onnx_cannot_export_raises_and_lf_export_runs(tmp_path, name):
     with torch.no_grad():
         want = twin(*(torch.tensor(a) for a in args)).numpy()
     np.testing.assert_allclose(ep(*(lf.tensor(a) for a in args)).numpy(), want, atol=ATOL)
+
+
+GATHERS = {  # indexing that lowers to lax.gather: (lazyflow fn, torch fn)
+    "rows": (lambda x: x[lf.tensor(np.array([2, 0, 2]))], lambda x: x[torch.tensor([2, 0, 2])]),
+    "negative": (lambda x: x[lf.tensor(np.array([-1, 0]))], lambda x: x[torch.tensor([-1, 0])]),
+    "columns_2d": (
+        lambda x: x[:, lf.tensor(np.array([[3, 1], [0, 0]]))],
+        lambda x: x[:, torch.tensor([[3, 1], [0, 0]])],
+    ),
+    "two_axes": (
+        lambda x: x[lf.tensor(np.array([0, 2])), lf.tensor(np.array([1, 3]))],
+        lambda x: x[torch.tensor([0, 2]), torch.tensor([1, 3])],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GATHERS))
+def test_integer_tensor_indexing_matches_torch(tmp_path, name):
+    fn, tfn = GATHERS[name]
+    x = _x(3, 4, seed=2)
+    path = tmp_path / "g.onnx"
+    lf.onnx.export(fn, (lf.tensor(x),), str(path))
+    np.testing.assert_allclose(_run(path, input0=x)[0], tfn(torch.tensor(x)).numpy(), atol=ATOL)
+
+
+def test_embedding_with_a_dynamic_batch_matches_torch(tmp_path):
+    m = lf.nn.Embedding(10, 3)
+    t = _torch_like(m, torch.nn.Embedding(10, 3))
+    path = tmp_path / "e.onnx"
+    lf.onnx.export(m, (lf.tensor(np.array([[1, 2]])),), str(path), input_names=["ids"], dynamic_axes={"ids": [0, 1]})
+    ids = np.array([[9, 0, 3], [4, 4, 1]])
+    with torch.no_grad():
+        want = t(torch.tensor(ids)).numpy()
+    np.testing.assert_allclose(_run(path, ids=ids)[0], want, atol=ATOL)

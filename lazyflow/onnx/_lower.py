@@ -198,6 +198,33 @@ def _dynamic_slice(b, eqn, ins):
     return [b.node("Slice", [x, starts, ends, b.const(np.arange(len(idx), dtype=np.int64))])]
 
 
+def _gather(b, eqn, ins):
+    """The gathers of indexing (``x[idx]``, ``x[:, 0]``, embeddings): whole slices picked by index along some axes.
+
+    Those axes go first (in ``start_index_map`` order), ``GatherND`` picks, and a transpose puts the index (batch)
+    axes and the kept (offset) axes where lax puts them. Indices must be in range (ONNX raises otherwise).
+    """
+    dn, sizes = eqn.params["dimension_numbers"], eqn.params["slice_sizes"]
+    shape = _aval(eqn.invars[0]).shape
+    picked = list(dn.start_index_map)
+    rest = [d for d in range(len(shape)) if d not in picked]
+    if (
+        getattr(dn, "operand_batching_dims", ())
+        or sorted(dn.collapsed_slice_dims) != sorted(picked)
+        or any(sizes[d] != 1 for d in picked)
+        or any(sizes[d] != shape[d] for d in rest)
+    ):
+        raise ExportError(f"gather with slice sizes {sizes} and {dn} (not whole slices along the indexed axes)")
+    x = ins[0] if picked + rest == list(range(len(shape))) else b.node("Transpose", [ins[0]], perm=picked + rest)
+    y = b.node("GatherND", [x, b.node("Cast", [ins[1]], to=onnx.TensorProto.INT64)])
+    n_out = len(_aval(eqn.outvars[0]).shape)
+    n_batch = n_out - len(dn.offset_dims)
+    batch = iter(range(n_batch))
+    offset = {p: n_batch + i for i, p in enumerate(dn.offset_dims)}
+    perm = [offset[p] if p in offset else next(batch) for p in range(n_out)]
+    return [y if perm == list(range(n_out)) else b.node("Transpose", [y], perm=perm)]
+
+
 def _pad(b, eqn, ins):
     config = eqn.params["padding_config"]
     if any(i != 0 for _, _, i in config):
@@ -357,6 +384,7 @@ RULES: dict[str, Rule] = {
     "stack": _stack,
     "slice": _slice,
     "dynamic_slice": _dynamic_slice,
+    "gather": _gather,
     "pad": _pad,
     "iota": _iota,
     "dim_as_value": _dim_as_value,
@@ -403,9 +431,12 @@ def lower_jaxpr(b: Builder, jaxpr, consts: list[str], args: list[str]) -> list[s
         try:
             outs = rule(b, eqn, [read(v) for v in eqn.invars])
         except ExportError as e:
-            if "lf.onnx.export" in str(e):
+            if str(e).startswith("lf.onnx.export"):
                 raise
-            raise ExportError(f"lf.onnx.export: {e} (op {name!r} from {where_in_model(eqn, b.callers)})") from e
+            raise ExportError(
+                f"lf.onnx.export: the op {name!r} (from {where_in_model(eqn, b.callers)}) has no ONNX lowering for "
+                f"this form: {e}; rewrite that line, or use lf.export.export (StableHLO) instead"
+            ) from e
         for v, n in zip(eqn.outvars, outs):
             env[v] = n
     return [read(v) for v in jaxpr.outvars]
