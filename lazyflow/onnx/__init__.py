@@ -15,20 +15,18 @@ from typing import IO
 
 import jax
 import numpy as np
-from jax._src.core import is_symbolic_dim
 from jax._src.export.shape_poly import InconclusiveDimensionOperation
 
 try:
     import onnx
-    from onnx import helper
 except ImportError as e:  # the optional extra
     raise ImportError("lf.onnx needs the onnx package: pip install 'lazyflow[onnx]' (or pip install onnx)") from e
 
 from .._core.errors import ArgumentError
 from ..export._program import Dim, abstract_inputs
 from ..export._pure import ExportError, check_inputs, eval_mode, pure_function, state_of
-from ._graph import Builder, onnx_dtype
-from ._lower import RULES, lower_jaxpr
+from ._lower import RULES
+from ._model import to_model
 
 __all__ = ["export", "ExportError", "RULES", "DEFAULT_OPSET", "MIN_OPSET"]
 
@@ -55,11 +53,6 @@ def _axes(dynamic_axes, name: str) -> dict[int, str]:
     if isinstance(spec, Sequence):
         return {int(a): f"{name}_dynamic_axes_{i + 1}" for i, a in enumerate(spec)}
     raise ArgumentError(f"lf.onnx.export: dynamic_axes[{name!r}] must be a list of axes or a dict, got {spec!r}")
-
-
-def _value_info(name: str, aval, axes: dict[int, str]):
-    shape = [axes.get(i, str(d) if is_symbolic_dim(d) else int(d)) for i, d in enumerate(aval.shape)]
-    return helper.make_tensor_value_info(name, onnx_dtype(aval.dtype), shape)
 
 
 def export(
@@ -128,25 +121,15 @@ def export(
             f"{what}: dynamic_axes names {sorted(unknown)}, which are neither inputs {in_names} nor outputs "
             f"{out_names}; key it by input_names/output_names"
         )
-    b = Builder()
     pnames = sorted(names)  # a dict's leaves come in sorted-key order
-    inits = [b.const(params[n], name=n) for n in pnames]
-    consts = [b.const(np.asarray(c)) for c in closed.consts]
-    for n, s in zip(in_names, specs):
-        b.bind_dims(n, s.shape)
-    outs = lower_jaxpr(b, closed.jaxpr, consts, inits + in_names)
-    for o, n in zip(outs, out_names):
-        b.nodes.append(helper.make_node("Identity", [o], [n], name=b.fresh("n_out")))
-    used = {i for node in b.nodes for i in node.input}
-    graph = helper.make_graph(
-        b.nodes,
-        getattr(model, "_get_name", lambda: "lazyflow_model")(),
-        [_value_info(n, s, _axes(dynamic_axes, n)) for n, s in zip(in_names, specs)],
-        [_value_info(n, a, _axes(dynamic_axes, n)) for n, a in zip(out_names, closed.out_avals)],
-        initializer=[t for t in b.inits if t.name in used],  # e.g. BatchNorm's num_batches_tracked
+    proto = to_model(
+        closed,
+        [(n, params[n]) for n in pnames],
+        [(n, s.shape, _axes(dynamic_axes, n)) for n, s in zip(in_names, specs)],
+        [(n, _axes(dynamic_axes, n)) for n in out_names],
+        opset=opset,
+        name=getattr(model, "_get_name", lambda: "lazyflow_model")(),
     )
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="lazyflow")
-    onnx.checker.check_model(proto)
     if f is None:
         return proto
     onnx.save_model(proto, f)
