@@ -3,7 +3,7 @@
 A rule is ``rule(b, eqn, ins) -> list of output names``: ``b`` the :class:`Builder`, ``eqn`` the jaxpr equation
 (its ``params`` and the avals of its variables), ``ins`` the ONNX names of its inputs. :data:`RULES` is the table;
 a primitive missing from it cannot be exported (:func:`lower_jaxpr` names it and the model's line). Calls
-(``pjit``, ``custom_jvp_call``, ``custom_vjp_call``, ``closed_call``) are inlined.
+(``jit``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat2``) are inlined.
 """
 
 from __future__ import annotations
@@ -318,7 +318,6 @@ RULES: dict[str, Rule] = {
     "min": _simple("Min"),
     "pow": _simple("Pow"),
     "rem": _rem,
-    "atan2": _simple("Atan2"),
     "and": _simple("And"),
     "or": _simple("Or"),
     "xor": _simple("Xor"),
@@ -360,8 +359,6 @@ RULES: dict[str, Rule] = {
     "cosh": _simple("Cosh"),
     "convert_element_type": _convert,
     "copy": _identity,
-    "copy_p": _identity,
-    "stop_gradient": _identity,
     "optimization_barrier": _identity,
     # contractions, reductions, windows
     "dot_general": _dot_general,
@@ -389,13 +386,10 @@ RULES: dict[str, Rule] = {
     "iota": _iota,
     "dim_as_value": _dim_as_value,
     # calls: inlined
-    "pjit": _inline("jaxpr"),
     "jit": _inline("jaxpr"),
-    "closed_call": _inline("call_jaxpr"),
     "custom_jvp_call": _inline("call_jaxpr"),
     "custom_vjp_call": _inline("call_jaxpr"),
-    "remat": _inline("jaxpr"),
-    "checkpoint": _inline("jaxpr"),
+    "remat2": _inline("jaxpr"),  # jax.checkpoint
 }
 
 
