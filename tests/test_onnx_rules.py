@@ -107,6 +107,7 @@ CASES = {
     "is_finite": (lambda x: lax.is_finite(x), (np.array([1.0, np.inf, -np.inf, np.nan], np.float32),)),
     "convert_element_type": (lambda x: lax.convert_element_type(x * 4, np.int32), (A,)),
     "copy": (lambda x: lax.copy_p.bind(x), (A,)),
+    "stop_gradient": (lambda x: x - lax.stop_gradient(x.max()), (A,)),
     "optimization_barrier": (lambda x: lax.optimization_barrier(x) + 1, (A,)),
     "dot_general": (
         lambda x, y: jnp.einsum("ij,kj->ik", x, y) + jnp.einsum("bij,bjk->bik", x[None], y.T[None]),

@@ -359,6 +359,7 @@ RULES: dict[str, Rule] = {
     "cosh": _simple("Cosh"),
     "convert_element_type": _convert,
     "copy": _identity,
+    "stop_gradient": _identity,
     "optimization_barrier": _identity,
     # contractions, reductions, windows
     "dot_general": _dot_general,
