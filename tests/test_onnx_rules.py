@@ -109,8 +109,15 @@ CASES = {
     "copy": (lambda x: lax.copy_p.bind(x), (A,)),
     "stop_gradient": (lambda x: x - lax.stop_gradient(x.max()), (A,)),
     "optimization_barrier": (lambda x: lax.optimization_barrier(x) + 1, (A,)),
-    "dot_general": (
-        lambda x, y: jnp.einsum("ij,kj->ik", x, y) + jnp.einsum("bij,bjk->bik", x[None], y.T[None]),
+    "dot_general": (  # MatMul forms (one contraction, one free axis a side) and the Einsum fallback
+        lambda x, y: (
+            jnp.einsum("ij,kj->ik", x, y),
+            jnp.einsum("bij,bjk->bik", x[None], y.T[None]),
+            jnp.einsum("ji,jk->ik", x, y),
+            jnp.einsum("ij,ij->", x, y),
+            jnp.einsum("i,k->ik", x[0], y[1]),
+            jnp.einsum("aij,kj->aik", jnp.stack([x, y]), y),
+        ),
         (A, B),
     ),
     "reduce_sum": (lambda x: jnp.sum(x, axis=1), (A,)),

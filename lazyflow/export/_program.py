@@ -114,6 +114,7 @@ class ExportedProgram:
         self.exported = exported
         self.state_dict = state_dict
         self._params = {k: v.jax() for k, v in state_dict.items()}
+        self._call = jax.jit(exported.call)  # Exported.call re-traces its wrapper on every call; jit caches it
 
     @property
     def input_specs(self) -> list[tuple[tuple, str]]:
@@ -150,7 +151,7 @@ class ExportedProgram:
     def __call__(self, *args):
         vals = self._check(args)
         try:
-            out = self.exported.call(self._params, *vals)
+            out = self._call(self._params, *vals)
         except ValueError as e:  # symbolic constraints (two inputs sharing a Dim disagree, Dim min/max)
             raise ShapeError(f"exported program inputs {[tuple(v.shape) for v in vals]}: {e}") from e
         return jax.tree_util.tree_map(from_jax, out)
