@@ -50,6 +50,8 @@ def test_mlp_matches_numpy_and_runs_a_new_batch_size_with_a_dynamic_dim():
     for n in (1, 2, 7):
         x = _x(n, 4, seed=n)
         np.testing.assert_allclose(ep(lf.tensor(x)).numpy(), _ref(m, x), rtol=1e-5, atol=1e-6)
+    x = _x(4, 4, seed=9)
+    np.testing.assert_allclose(ep(x).numpy(), _ref(m, x), rtol=1e-5, atol=1e-6)  # numpy in: copied by lf.tensor
     assert ep.input_specs == [(("batch", "4"), "float32")]
     assert "stablehlo" in ep.exported.mlir_module()
     assert set(ep.exported.platforms) == {"cpu", "cuda"}
@@ -76,6 +78,16 @@ def test_dynamic_dim_keeps_the_static_axes_and_its_bounds():
         ep(lf.tensor(_x(1, 4)))  # below min
     with pytest.raises(ShapeError):
         ep(lf.tensor(_x(7, 4)))  # above max
+
+
+def test_python_control_flow_on_a_dynamic_dim_raises_export_error():
+    def f(x):
+        return x * 2 if x.shape[0] > 3 else x
+
+    with pytest.raises(lf.export.ExportError, match="dynamic dimension"):
+        lf.export.export(f, (lf.ones(5),), dynamic_shapes=({0: lf.export.Dim("n")},))
+    with pytest.raises(lf.onnx.ExportError, match="dynamic axis"):
+        lf.onnx.export(f, (lf.ones(5),), None, input_names=["x"], dynamic_axes={"x": [0]})
 
 
 def test_two_inputs_sharing_a_dim_must_agree():

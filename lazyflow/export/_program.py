@@ -8,11 +8,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax._src.export.shape_poly import InconclusiveDimensionOperation
 
 from .._core.dtypes import from_jax_dtype
 from .._core.errors import ArgumentError, DTypeError, ShapeError
+from .._creation import tensor
 from .._tensor import Tensor, from_jax
 from ._pure import ExportError, check_inputs, eval_mode, pure_function, state_of
 
@@ -132,7 +132,7 @@ class ExportedProgram:
             raise ArgumentError(f"the exported program takes {len(avals)} input(s), got {len(args)}")
         vals = []
         for i, (a, av) in enumerate(zip(args, avals)):
-            v = a.jax() if isinstance(a, Tensor) else np.asarray(a)
+            v = (a if isinstance(a, Tensor) else tensor(a)).jax()  # lf.tensor: the one ingress (copies)
             want = tuple(str(d) for d in av.shape)
             if v.dtype != av.dtype:
                 raise DTypeError(
