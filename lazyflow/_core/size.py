@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from typing import SupportsIndex, overload
 
-from jax._src.core import is_symbolic_dim as _is_symbolic
+from jax.export import is_symbolic_dim as _is_symbolic
 
 
 class Size(tuple[int, ...]):

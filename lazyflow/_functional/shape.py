@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 import numpy as np
-from jax._src.core import is_symbolic_dim
+from jax.export import is_symbolic_dim
 
 from .._core import dtypes as D
 from .._core.errors import DTypeError, IndexOutOfRangeError, OpError, ShapeError

@@ -8,7 +8,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax._src.export.shape_poly import InconclusiveDimensionOperation
+from jax.errors import InconclusiveDimensionOperation
 
 from .._core.dtypes import from_jax_dtype
 from .._core.errors import ArgumentError, DTypeError, ShapeError

@@ -15,7 +15,7 @@ from typing import IO
 
 import jax
 import numpy as np
-from jax._src.export.shape_poly import InconclusiveDimensionOperation
+from jax.errors import InconclusiveDimensionOperation
 
 try:
     import onnx

@@ -9,11 +9,12 @@ expression is evaluated by jax's own evaluator over :class:`_Dim` values that em
 from __future__ import annotations
 
 import os
+from typing import Any, cast
 
 import numpy as np
 import onnx
-from jax._src import source_info_util
-from jax._src.core import is_symbolic_dim
+from jax._src import source_info_util  # the frames of an equation: jax has no public API for them
+from jax.export import is_symbolic_dim
 from onnx import helper, numpy_helper
 
 from ..export._pure import ExportError
@@ -119,7 +120,8 @@ class Builder:
         if not is_symbolic_dim(d):
             return self.const(np.array([int(d)], np.int64))
         try:
-            v = d._evaluate(self.dims)
+            # jax's own evaluator of a dimension expression, over values that emit ONNX arithmetic (see _Dim)
+            v = d._evaluate(cast(Any, self.dims))
         except KeyError as e:
             raise ExportError(
                 f"lf.onnx.export: the dimension {d} uses {e}, which no input axis carries; declare it in dynamic_axes"

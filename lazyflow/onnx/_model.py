@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from jax._src.core import is_symbolic_dim
+from jax.export import is_symbolic_dim
 from onnx import helper
 
 from ._graph import Builder, onnx_dtype
