@@ -53,6 +53,7 @@ def test_mlp_matches_numpy_and_runs_a_new_batch_size_with_a_dynamic_dim():
     x = _x(4, 4, seed=9)
     np.testing.assert_allclose(ep(x).numpy(), _ref(m, x), rtol=1e-5, atol=1e-6)  # numpy in: copied by lf.tensor
     assert ep.input_specs == [(("batch", "4"), "float32")]
+    assert ep.module() is ep and "batch" in repr(ep)
     assert "stablehlo" in ep.exported.mlir_module()
     assert set(ep.exported.platforms) == {"cpu", "cuda"}
 
