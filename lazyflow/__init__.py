@@ -110,7 +110,7 @@ from .graph.nn_graph import Graph as _Graph
 
 nn.Graph = _Graph  # lf.nn.Graph (defined in lazyflow.graph: it sits above nn and optim)
 from . import checkpoint, config
-from . import accelerator, backends, cuda, jit
+from . import accelerator, backends, cuda, jit, export
 from .checkpoint import load, save
 
 bool = bool_
@@ -118,3 +118,12 @@ bool = bool_
 from ._core.version import __version__
 
 __all__ = [n for n in dir() if not n.startswith("_")]
+
+
+def __getattr__(name: str):
+    # lf.onnx needs the optional onnx extra: imported on first use, so `import lazyflow` never requires onnx
+    if name == "onnx":
+        import importlib
+
+        return importlib.import_module("lazyflow.onnx")
+    raise AttributeError(f"module 'lazyflow' has no attribute {name!r}")

@@ -54,6 +54,8 @@ LAYERS = {
     "lazyflow.checkpoint": 6,
     "lazyflow.config": 6,
     "lazyflow.jit": 6,  # torch.jit's entry points over lf.compile
+    "lazyflow.export": 7,  # torch.export over jax.export: graph mode's trace, saved through lazyflow.checkpoint
+    "lazyflow.onnx": 7,  # torch.onnx: the same trace lowered to ONNX (optional onnx extra)
     "lazyflow": 9,  # the package __init__ re-exports everything
 }
 

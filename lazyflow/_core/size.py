@@ -5,6 +5,8 @@ from __future__ import annotations
 import operator
 from typing import SupportsIndex, overload
 
+from jax.export import is_symbolic_dim as _is_symbolic
+
 
 class Size(tuple[int, ...]):
     """The shape of a tensor (``t.shape``, ``t.size()``): a tuple subclass, equal to and hashing like the plain
@@ -19,6 +21,10 @@ class Size(tuple[int, ...]):
         try:
             return super().__new__(cls, (operator.index(s) for s in sizes))
         except TypeError:
+            sizes = tuple(sizes)
+            # a symbolic dimension of jax.export (lf.export's dynamic shapes) stays as it is
+            if sizes and all(_is_symbolic(s) or isinstance(s, int) for s in sizes):
+                return super().__new__(cls, sizes)
             raise TypeError(f"lazyflow.Size() takes an iterable of ints, got {sizes!r}") from None
 
     def numel(self) -> int:

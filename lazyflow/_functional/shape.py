@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 import numpy as np
+from jax.export import is_symbolic_dim
 
 from .._core import dtypes as D
 from .._core.errors import DTypeError, IndexOutOfRangeError, OpError, ShapeError
@@ -72,7 +73,8 @@ def _on_scalar(input, fn, dim) -> Any:
 
 # ---------------------------------------------------------------- shape ops
 def _infer_shape(shape, numel, what):
-    shape = [builtins.int(s) for s in shape]
+    # a jax.export symbolic dimension (lf.export / lf.onnx dynamic axes) stays symbolic: jax does its arithmetic
+    shape = [s if is_symbolic_dim(s) else builtins.int(s) for s in shape]
     neg = [i for i, s in enumerate(shape) if s == -1]
     if len(neg) > 1:
         raise ShapeError(f"{what}: only one dimension can be inferred, got {shape}")
