@@ -453,3 +453,15 @@ def test_readme_reading_values_and_shapes():
     np.testing.assert_array_equal(np.asarray(x * 2), np.full((2, 3), 2.0))
     t = torch.ones(2, 3)
     assert lf.Tensor(x.shape).shape == torch.Tensor(t.shape).shape == (2, 3) and lf.zeros(x.shape).shape == (2, 3)
+
+
+@pytest.mark.parametrize("weight", [0.1, 0.49, 0.5, 0.7, 0.999, 1.0, -0.6, 1.5])
+def test_lerp_rounds_as_torch_on_both_sides_of_one_half(weight):
+    # torch computes end - (end - start) * (1 - w) for |w| >= 0.5 (exact at w == 1): the same bits, not just close
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(4096).astype(np.float32), rng.standard_normal(4096).astype(np.float32)
+    got = lf.lerp(lf.tensor(a), lf.tensor(b), weight).numpy()
+    np.testing.assert_array_equal(got, torch.lerp(torch.tensor(a), torch.tensor(b), weight).numpy())
+    w = rng.uniform(-1, 2, 4096).astype(np.float32)  # a tensor weight: the branch is chosen per element
+    got = lf.lerp(lf.tensor(a), lf.tensor(b), lf.tensor(w)).numpy()
+    np.testing.assert_array_equal(got, torch.lerp(torch.tensor(a), torch.tensor(b), torch.tensor(w)).numpy())

@@ -369,7 +369,8 @@ def _clamp(x, lo, hi):
 
 @op("lerp", dtypes="float")
 def _lerp(a, b, w):
-    return a + w * (b - a)
+    # torch's two-sided formula: exact at w == 1 (returns end), and the rounding torch's kernels have
+    return jnp.where(jnp.abs(w) < 0.5, a + w * (b - a), b - (b - a) * (1 - w))
 
 
 @op("addcmul", static=("value",))
