@@ -132,6 +132,29 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
     return tensor(ndarray)
 
 
+def from_dlpack(ext_tensor) -> Tensor:
+    """A tensor from any object with ``__dlpack__`` (a JAX array, a numpy array, a torch tensor, a lazyflow tensor).
+
+    A jax array (or lazyflow tensor) is wrapped without a copy: its buffer is immutable. Anything else is caller
+    memory that can still change under the tensor, so it is copied once -- lazyflow's ingress rule, where
+    ``torch.from_dlpack`` would share it (mutating the source afterwards never changes the tensor).
+
+    Raises:
+        DTypeError: the object does not support DLPack.
+    """
+    if isinstance(ext_tensor, Tensor):
+        return _make(ext_tensor._value, ext_tensor._meta)
+    if isinstance(ext_tensor, jax.Array):
+        return _make(ext_tensor)
+    if not hasattr(ext_tensor, "__dlpack__"):
+        raise DTypeError(
+            f"from_dlpack expects an object with __dlpack__ (a jax/numpy array or torch tensor), got "
+            f"{type(ext_tensor).__name__}"
+        )
+    shared = jax.dlpack.from_dlpack(ext_tensor)  # may alias the caller's buffer (JAX ignores copy=True on CPU)
+    return _make(jax.numpy.array(shared, copy=True))
+
+
 def _fdtype(dtype):
     return D.get_default_dtype() if dtype is None else D.to_dtype(dtype)
 

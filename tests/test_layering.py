@@ -48,6 +48,7 @@ LAYERS = {
     "lazyflow.nn": 4,
     "lazyflow.optim": 4,
     "lazyflow.utils": 4,
+    "lazyflow.func": 4.5,  # functional_call: nn modules run on graph mode's trace interpreter
     "lazyflow.graph": 5,  # graph/__init__, module.py (CompiledModule) and nn_graph.py sit above nn/optim
     "lazyflow.checkpoint": 6,
     "lazyflow.config": 6,

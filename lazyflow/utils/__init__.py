@@ -1,5 +1,6 @@
-"""``lf.utils``: data loading (``lf.utils.data``)."""
+"""``lf.utils``: data loading (``lf.utils.data``), JAX interop (``lf.utils.jax``) and activation checkpointing
+(``lf.utils.checkpoint``)."""
 
-from . import data
+from . import checkpoint, data, jax
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data", "jax"]
