@@ -18,7 +18,7 @@ import jax.core
 import jax.numpy as jnp
 
 from ._core.context import state
-from ._core.errors import ArgumentError
+from ._core.errors import ArgumentError, LazyflowError, OpError
 from ._creation import default_generator
 from ._tensor import Tensor, _make
 from .graph.functionalize import RngCounter, rng_inputs, traced
@@ -26,10 +26,14 @@ from .graph.trace import Tracing
 from .nn.module import Module
 from .utils.jax import from_jax, to_jax
 
-__all__ = ["functional_call", "stack_module_state"]
+__all__ = ["functional_call", "stack_module_state", "TiedWeightsError"]
 
 _Tracer = jax.core.Tracer
 _is_tensor = lambda x: isinstance(x, Tensor)
+
+
+class TiedWeightsError(LazyflowError, ValueError):
+    """Different values given for names of one tied parameter (torch raises a ValueError)."""
 
 
 def _merge(params_and_buffers) -> dict:
@@ -80,17 +84,12 @@ def _plan(module: Module, values: dict, tie_weights: bool, strict: bool) -> dict
                 msgs.append(f"Unexpected key(s): {', '.join(map(repr, unexpected))}.")
             if missing:
                 msgs.append(f"Missing key(s): {', '.join(map(repr, missing))}.")
-            raise ArgumentError(
+            raise OpError(
                 f"Error(s) in reparametrizing for {type(module).__name__}:\n\t"
                 + "\n\t".join(msgs)
                 + "\n\tpass every parameter and buffer name (module.state_dict() keys), or strict=False"
             )
-    elif unexpected:
-        raise ArgumentError(
-            f"functional_call: {unexpected} are not parameters or buffers of {type(module).__name__}; "
-            f"valid names are module.named_parameters()/named_buffers() keys"
-        )
-    plan = dict(values)
+    plan = {k: v for k, v in values.items() if k in slots}  # torch ignores unknown names unless strict
     if tie_weights:
         by_tensor: dict[int, list[str]] = {}
         for k, (m, store, name) in slots.items():
@@ -98,7 +97,7 @@ def _plan(module: Module, values: dict, tie_weights: bool, strict: bool) -> dict
         for names in by_tensor.values():
             given = [k for k in names if k in values]
             if len(given) > 1 and any(values[g] is not values[given[0]] for g in given[1:]):
-                raise ArgumentError(
+                raise TiedWeightsError(
                     f"functional_call got multiple values for keys {given}, which are tied. Consider using "
                     "tie_weights=False"
                 )
@@ -153,7 +152,10 @@ def functional_call(
         The module's output. If any value or argument is a JAX array, the call is a pure JAX function: tensors in
         the output are returned as JAX arrays. Otherwise tensors, with gradients flowing to the given tensors.
     Raises:
-        ArgumentError: unknown names, missing names under ``strict``, tied names given different values.
+        ArgumentError: a value that is neither a Tensor nor a JAX array, or a malformed dict argument.
+        OpError: under ``strict``, missing or unknown names (a RuntimeError, as torch). Without ``strict``
+            unknown names are ignored, as torch does.
+        TiedWeightsError: tied names given different values (a ValueError, as torch).
         GraphError: (JAX inputs) the module writes in place to one of its own tensors that was not given (a
             BatchNorm's running statistics in training mode): pass the buffers too, or call ``module.eval()``.
             In-place updates of given buffers stay inside the call (JAX values are immutable).
