@@ -16,6 +16,7 @@ offset, which the recomputation replays).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -103,11 +104,12 @@ def _boundary(outs, inner_ids) -> list[Tensor]:
 class _CheckpointEntry:
     """The tape entry of one checkpointed segment: its backward recomputes the segment (see module docstring)."""
 
-    __slots__ = ("fn", "leaves", "tree", "pos", "n_args", "rng", "float_outs", "params")
+    __slots__ = ("fn", "leaves", "tree", "pos", "n_args", "rng", "float_outs", "params", "ctx", "metas")
     name = "checkpoint"
 
-    def __init__(self, fn, leaves, tree, pos, rng, float_outs, params):
+    def __init__(self, fn, leaves, tree, pos, rng, float_outs, params, ctx, metas):
         self.fn, self.leaves, self.tree, self.pos, self.rng = fn, leaves, tree, pos, rng
+        self.ctx, self.metas = ctx, metas
         self.n_args = len(pos)
         self.float_outs = float_outs
         self.params = params
@@ -122,13 +124,21 @@ class _CheckpointEntry:
         prev = state.grad_enabled
         try:
             state.grad_enabled = True
-            out = _call(self.fn, self.leaves, self.tree, self.pos, fresh)
+            with self.ctx:
+                out = _call(self.fn, self.leaves, self.tree, self.pos, fresh)
         finally:
             state.grad_enabled = prev
             if undo is not None:
                 undo()
         outs = [o for o in jax.tree_util.tree_leaves(out, is_leaf=_is_tensor) if isinstance(o, Tensor)]
-        outs = [outs[i] for i in self.float_outs]
+        outs = [outs[i] for i in self.float_outs] if len(outs) > max(self.float_outs) else []
+        if self.metas is not None:
+            metas = [(tuple(o.shape), o.dtype) for o in outs]
+            if metas != self.metas:
+                raise AutogradError(
+                    f"checkpoint: the recomputation gave outputs {metas}, the forward gave {self.metas} (shape, "
+                    "dtype); the function must compute the same thing when re-run (or pass determinism_check='none')"
+                )
         params = [None] * n + list(self.params)
         targets = {}
         for i in diff:
@@ -153,7 +163,7 @@ class _CheckpointEntry:
         )
 
 
-def _tape_checkpoint(fn, args, kwargs, preserve_rng_state):
+def _tape_checkpoint(fn, args, kwargs, preserve_rng_state, recompute_ctx, check):
     leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
     pos = [i for i, x in enumerate(leaves) if isinstance(x, Tensor)]
     originals = [leaves[i] for i in pos]
@@ -166,7 +176,8 @@ def _tape_checkpoint(fn, args, kwargs, preserve_rng_state):
         return out
     params = _boundary(recorded, {id(t) for t in inner})
     float_outs = [i for i, o in enumerate(out_leaves) if o._node is not None]
-    entry = _CheckpointEntry(fn, leaves, tree, pos, rng, float_outs, params)
+    metas = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in float_outs] if check else None
+    entry = _CheckpointEntry(fn, leaves, tree, pos, rng, float_outs, params, recompute_ctx, metas)
     inputs = tuple(originals) + tuple(params)
     node = Node(
         entry,
@@ -201,10 +212,18 @@ def _remat_checkpoint(fn, args, kwargs, policy):
     return jax.tree_util.tree_unflatten(box["tree"], [_make(a) for a in arrays])
 
 
+def _noop_context_fn():
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
 def checkpoint(
     function: Callable,
     *args: Any,
     use_reentrant: bool | None = None,
+    context_fn: Callable[[], tuple[Any, Any]] = _noop_context_fn,
+    determinism_check: str = "default",
+    debug: bool = False,
+    early_stop: bool = True,
     preserve_rng_state: bool = True,
     policy: Any = None,
     **kwargs: Any,
@@ -215,25 +234,37 @@ def checkpoint(
         function: the segment; tensors it reads besides ``args`` (parameters) get their gradients too.
         use_reentrant: accepted for torch compatibility; both values behave as torch's ``use_reentrant=False``
             (``lf.autograd.grad`` works, inputs need not require grad).
+        context_fn: returns two context managers, entered around the forward run and around the recomputation.
+        determinism_check: ``"default"`` checks that the recomputation gives outputs of the same shapes and dtypes
+            (raising otherwise), ``"none"`` skips the check.
+        debug, early_stop: accepted for torch compatibility (no effect: the recomputation always runs whole).
         preserve_rng_state: the recomputation replays the random numbers of the forward (dropout masks match).
         policy: inside compiled code, ``jax.checkpoint``'s rematerialisation policy: a callable or the name of
             one in ``jax.checkpoint_policies`` (``"dots_saveable"``...); None recomputes everything.
+        kwargs: keyword arguments of ``function``.
     Returns:
         ``function``'s result.
     Raises:
-        ArgumentError: an unknown policy name.
-        AutogradError: (in backward) ``create_graph=True`` through a checkpoint.
+        ArgumentError: a non-callable function, an unknown policy name or determinism_check.
+        AutogradError: (in backward) ``create_graph=True`` through a checkpoint, or a recomputation whose outputs
+            differ in shape or dtype from the forward's.
 
     >>> y = lf.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
     """
     if not callable(function):
         raise ArgumentError(f"checkpoint: function must be callable, got {type(function).__name__}")
+    if determinism_check not in ("default", "none"):
+        raise ArgumentError(f"checkpoint: determinism_check must be 'default' or 'none', got {determinism_check!r}")
     policy = _resolve_policy(policy)
     if not state.grad_enabled:
         if state.tracing:  # JAX differentiates the program (lf.compile, functional_call): rematerialise there
             return _remat_checkpoint(function, args, kwargs, policy)
         return function(*args, **kwargs)
-    return _tape_checkpoint(function, args, kwargs, preserve_rng_state)
+    fwd_ctx, recompute_ctx = context_fn()
+    with fwd_ctx:
+        return _tape_checkpoint(
+            function, args, kwargs, preserve_rng_state, recompute_ctx, determinism_check == "default"
+        )
 
 
 def checkpoint_sequential(
@@ -241,7 +272,9 @@ def checkpoint_sequential(
     segments: int,
     input: Any,
     use_reentrant: bool | None = None,
-    **kwargs: Any,
+    *,
+    preserve_rng_state: bool = True,
+    policy: Any = None,
 ) -> Any:
     """Run a sequence of modules/functions in ``segments`` chunks, checkpointing all but the last (torch's split).
 
@@ -249,7 +282,7 @@ def checkpoint_sequential(
         functions: an ``lf.nn.Sequential`` or a list of callables applied one after another.
         segments: how many chunks (1 <= segments <= number of functions).
         input: the first function's input.
-        use_reentrant, kwargs: passed to :func:`checkpoint` (``preserve_rng_state``, ``policy``).
+        use_reentrant, preserve_rng_state, policy: passed to :func:`checkpoint`.
     Raises:
         ArgumentError: ``segments`` out of range.
     """
@@ -270,5 +303,7 @@ def checkpoint_sequential(
     end = -1
     for start in range(0, size * (segments - 1), size):
         end = start + size - 1
-        input = checkpoint(run(start, end), input, use_reentrant=use_reentrant, **kwargs)
+        input = checkpoint(
+            run(start, end), input, use_reentrant=use_reentrant, preserve_rng_state=preserve_rng_state, policy=policy
+        )
     return run(end + 1, len(fns) - 1)(input)
