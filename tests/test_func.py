@@ -297,6 +297,8 @@ def test_dropout_under_jit_draws_a_mask_and_fresh_numbers_per_trace():
     b = np.asarray(jax.jit(lambda x: f(x) + 0)(x))  # a second trace
     assert set(np.unique(a)) <= {0.0, 2.0} and 0.4 < (a == 0).mean() < 0.6
     assert (a != b).any()
+    g = jax.jit(f)
+    np.testing.assert_array_equal(np.asarray(g(x)), np.asarray(g(x)))  # one trace, one draw: replayed per call
 
 
 SHARD_SCRIPT = textwrap.dedent("""
