@@ -30,6 +30,7 @@ from benchmarks.models import gpt
 from lazyflow.func import functional_call
 from lazyflow.utils.checkpoint import checkpoint
 from lazyflow.utils.jax import to_jax
+from lazyflow.utils.scan import ScanLayers
 
 
 class Checkpointed(lf.nn.Module):
@@ -41,11 +42,22 @@ class Checkpointed(lf.nn.Module):
         return checkpoint(self.block, x, use_reentrant=False)
 
 
-def build(ckpt: bool, cfg: dict):
+def build(ckpt: bool | str, cfg: dict):
+    """``ckpt``: False (plain), True (every block checkpointed), "scan" / "scan_ckpt" (the blocks as one
+    ``ScanLayers``, checkpointed or not; same state_dict keys)."""
     lf.manual_seed(0)
     model = gpt(lf.nn, **cfg)
-    if ckpt:
-        model.transformer.h = lf.nn.ModuleList([Checkpointed(b) for b in model.transformer.h])
+    tr = model.transformer
+    if ckpt is True:
+        tr.h = lf.nn.ModuleList([Checkpointed(b) for b in tr.h])
+    elif ckpt in ("scan", "scan_ckpt"):
+        tr.h = ScanLayers(list(tr.h), checkpoint=ckpt == "scan_ckpt")
+
+        def forward(idx):  # nanoGPT's forward, with the blocks called as one module
+            pos = tr.wpe.weight[: idx.shape[1]]
+            return model.lm_head(tr.ln_f(tr.h(tr.drop(tr.wte(idx) + pos))))
+
+        object.__setattr__(model, "forward", forward)
     return model
 
 
@@ -127,7 +139,7 @@ def graph_case(ckpt, cfg, idx, tgt, repeat):
         return val, jax.tree_util.tree_map(lambda a, b: a - 1e-3 * b, p, g)
 
     t0 = time.perf_counter()
-    compiled = jax.jit(step).lower(p, ji, jt).compile()
+    compiled = jax.jit(step).lower(p, ji, jt).compile()  # trace + lower + XLA compile
     compile_s = time.perf_counter() - t0
     temp = compiled.memory_analysis().temp_size_in_bytes
     saved = residual_bytes(loss, p, ji, jt)
@@ -178,6 +190,21 @@ def run(quick: bool = False):
             ),
         )
     )
+    for variant, label in (("scan", "ScanLayers"), ("scan_ckpt", "ScanLayers(checkpoint=True)")):
+        g_scan = graph_case(variant, cfg, idx, tgt, repeat)
+        rows.append(
+            dict(
+                case=f"GPT 12x{cfg['n_embd']} compiled step: trace+compile with the 12 blocks as {label}",
+                versus="the same with a ModuleList loop",
+                lf=g_scan[3],
+                ref=g_plain[3],
+                note=(
+                    f"step {g_scan[0] * 1e3:.0f} ms vs {g_plain[0] * 1e3:.0f} ms; saved residuals "
+                    f"{g_scan[1] / 2**20:.1f} MiB vs {g_plain[1] / 2**20:.1f} MiB; "
+                    f"XLA temp {g_scan[2] / 2**20:.1f} MiB vs {g_plain[2] / 2**20:.1f} MiB"
+                ),
+            )
+        )
     return rows
 
 
