@@ -155,7 +155,9 @@ def graph_case(ckpt, cfg, idx, tgt, repeat):
 
 def run(quick: bool = False):
     cfg = dict(n_layer=12, n_head=4, n_embd=128, vocab_size=1024, block_size=256)
-    b, t = (2, 64) if quick else (8, 256)
+    if quick:  # a smoke run: a smaller model, the same code paths
+        cfg.update(n_layer=4, n_embd=32)
+    b, t = (2, 32) if quick else (8, 256)
     repeat = 2 if quick else 5
     lf.manual_seed(1)
     idx = lf.randint(0, cfg["vocab_size"], (b, t))
@@ -165,7 +167,7 @@ def run(quick: bool = False):
     e_ckpt = eager_case(True, cfg, idx, tgt, repeat)
     rows.append(
         dict(
-            case=f"GPT 12x{cfg['n_embd']} b{b}x{t} eager step, checkpointed blocks",
+            case=f"GPT {cfg['n_layer']}x{cfg['n_embd']} b{b}x{t} eager step, checkpointed blocks",
             versus="same step without checkpointing",
             lf=e_ckpt[0],
             ref=e_plain[0],
@@ -179,7 +181,7 @@ def run(quick: bool = False):
     g_ckpt = graph_case(True, cfg, idx, tgt, repeat)
     rows.append(
         dict(
-            case=f"GPT 12x{cfg['n_embd']} b{b}x{t} compiled step, checkpointed blocks",
+            case=f"GPT {cfg['n_layer']}x{cfg['n_embd']} b{b}x{t} compiled step, checkpointed blocks",
             versus="same step without checkpointing",
             lf=g_ckpt[0],
             ref=g_plain[0],
@@ -194,7 +196,7 @@ def run(quick: bool = False):
         g_scan = graph_case(variant, cfg, idx, tgt, repeat)
         rows.append(
             dict(
-                case=f"GPT 12x{cfg['n_embd']} compiled step: trace+compile with the 12 blocks as {label}",
+                case=f"GPT {cfg['n_layer']}x{cfg['n_embd']} compiled step: trace+compile, blocks as {label}",
                 versus="the same with a ModuleList loop",
                 lf=g_scan[3],
                 ref=g_plain[3],
