@@ -107,6 +107,22 @@ def test_several_inputs_outputs_kwargs_and_non_tensor_arguments():
     np.testing.assert_allclose(b.grad.numpy(), tb.grad.numpy())
 
 
+@pytest.mark.parametrize("order", ["closure_first", "closure_last"])
+def test_a_non_leaf_the_segment_closes_over_gets_its_gradient(order):
+    def run(mod, w0):
+        w = mod.tensor(w0, requires_grad=True)
+        x = mod.tensor([1.0, 1.0], requires_grad=True)
+        h = (w * 3).exp()
+        z = h.sum()
+        ck = checkpoint if mod is lf else lambda f, *a: tckpt.checkpoint(f, *a, use_reentrant=False)
+        y = ck(lambda t: (t * h).sum(), x)
+        (z * 2 + y if order == "closure_first" else y + z * 2).backward()
+        return w.grad.numpy(), x.grad.numpy()
+
+    for a, b in zip(run(lf, [0.1, 0.2]), run(torch, [0.1, 0.2])):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
 def test_checkpoint_sequential_matches_torch():
     m, tm = _pair(6)
     x = lf.tensor(X, requires_grad=True)

@@ -29,7 +29,7 @@ from .._core.errors import ArgumentError, AutogradError
 from .._creation import default_generator
 from .._tensor import Tensor, _make
 from ..autograd.engine import run_backward
-from ..autograd.node import Node
+from ..autograd.node import Node, next_seq
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
@@ -81,8 +81,9 @@ def _call(fn, leaves, tree, pos, tensors):
     return fn(*args, **kwargs)
 
 
-def _boundary(outs, inner_ids) -> list[Tensor]:
-    """Leaf tensors requiring grad that the sub-tape of ``outs`` reads, other than the segment's own inputs."""
+def _boundary(outs, inner_ids, fence) -> list[Tensor]:
+    """Tensors requiring grad that the sub-tape of ``outs`` reads from outside, other than the segment's own inputs:
+    leaves (parameters), and non-leaves recorded before the segment (``seq < fence``: tensors it closes over)."""
     found: dict[int, Tensor] = {}
     seen: set[int] = set()
     stack = [t._node for t in outs if t._node is not None]
@@ -94,7 +95,7 @@ def _boundary(outs, inner_ids) -> list[Tensor]:
         for p in node.diff:
             a = node.inputs[p]
             e = node.edges[p]
-            if e is not None:
+            if e is not None and e[0].seq > fence:
                 stack.append(e[0])
             elif getattr(a, "_rg", False) and id(a) not in inner_ids:
                 found.setdefault(id(a), a)
@@ -120,16 +121,27 @@ class _CheckpointEntry:
         if any(isinstance(v, _Tracer) for v in arg_vals):  # graph mode: keep XLA from reusing the forward's values
             arg_vals = list(jax.lax.optimization_barrier(arg_vals))
         fresh = [_fresh(v, i in diff) for i, v in enumerate(arg_vals)]
+        # a non-leaf the segment closes over is a boundary: a leaf while the segment is re-run and differentiated,
+        # so the inner backward stops there; the tape routes its gradient onward
+        cut = [(t, t._node, t._oidx) for t in self.params if t._node is not None]
         undo = self.rng.replay() if self.rng is not None else None
         prev = state.grad_enabled
         try:
+            for t, _, _ in cut:
+                t._node = None
             state.grad_enabled = True
             with self.ctx:
                 out = _call(self.fn, self.leaves, self.tree, self.pos, fresh)
+            return self._differentiate(out, fresh, gs, diff)
         finally:
             state.grad_enabled = prev
+            for t, node, oidx in cut:
+                t._node, t._oidx = node, oidx
             if undo is not None:
                 undo()
+
+    def _differentiate(self, out, fresh, gs, diff):
+        n = self.n_args
         outs = [o for o in jax.tree_util.tree_leaves(out, is_leaf=_is_tensor) if isinstance(o, Tensor)]
         outs = [outs[i] for i in self.float_outs] if len(outs) > max(self.float_outs) else []
         if self.metas is not None:
@@ -147,7 +159,7 @@ class _CheckpointEntry:
         roots = [(o, g) for o, g in zip(outs, gs) if g is not None and o._rg]
         if roots:
             run_backward(
-                [o for o, _ in roots], [g for _, g in roots], retain_graph=True, create_graph=False, capture=targets
+                [o for o, _ in roots], [g for _, g in roots], retain_graph=False, create_graph=False, capture=targets
             )
         res = []
         for i in diff:
@@ -169,12 +181,13 @@ def _tape_checkpoint(fn, args, kwargs, preserve_rng_state, recompute_ctx, check)
     originals = [leaves[i] for i in pos]
     inner = [_fresh(t._value, t._rg) for t in originals]
     rng = _RngState() if preserve_rng_state else None
+    fence = next_seq()
     out = _call(fn, leaves, tree, pos, inner)
     out_leaves = [o for o in jax.tree_util.tree_leaves(out, is_leaf=_is_tensor) if isinstance(o, Tensor)]
     recorded = [o for o in out_leaves if o._node is not None]
     if not recorded:
         return out
-    params = _boundary(recorded, {id(t) for t in inner})
+    params = _boundary(recorded, {id(t) for t in inner}, fence)
     float_outs = [i for i, o in enumerate(out_leaves) if o._node is not None]
     metas = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in float_outs] if check else None
     entry = _CheckpointEntry(fn, leaves, tree, pos, rng, float_outs, params, recompute_ctx, metas)
