@@ -184,6 +184,8 @@ def test_batchnorm_buffers_given_in_training_mode_update_only_inside_the_call():
     out = jax.jit(lambda s, x: functional_call(m, s, (x,)))(sd, jnp.asarray(X))
     ref = tm(torch.tensor(X)).detach().numpy()
     np.testing.assert_allclose(np.asarray(out), ref, rtol=1e-5, atol=1e-5)
+    concrete = functional_call(m, sd, (jnp.asarray(X),))  # outside any JAX trace: eager kernels, same rule
+    np.testing.assert_allclose(np.asarray(concrete), ref, rtol=1e-5, atol=1e-5)
     for k in sd:
         np.testing.assert_array_equal(np.asarray(sd[k]), kept[k])
     _assert_untouched(m, snap)
