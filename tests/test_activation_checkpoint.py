@@ -123,6 +123,24 @@ def test_a_non_leaf_the_segment_closes_over_gets_its_gradient(order):
         np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
+def test_an_input_returned_unchanged_stays_connected():
+    def fn(a, b):
+        return a * 2, b
+
+    def run(mod, ck):
+        x = mod.tensor([1.0, 2.0], requires_grad=True)
+        y = mod.tensor([3.0, 4.0], requires_grad=True)
+        o1, o2 = ck(fn, x, y)
+        (o1.sum() + (o2 * 3).sum()).backward()
+        return x.grad.numpy(), y.grad.numpy(), o2 is y
+
+    ours = run(lf, checkpoint)
+    theirs = run(torch, lambda f, *a: tckpt.checkpoint(f, *a, use_reentrant=False))
+    np.testing.assert_allclose(ours[0], theirs[0])
+    np.testing.assert_allclose(ours[1], theirs[1])
+    assert ours[2]
+
+
 def test_checkpoint_sequential_matches_torch():
     m, tm = _pair(6)
     x = lf.tensor(X, requires_grad=True)

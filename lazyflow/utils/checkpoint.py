@@ -183,12 +183,17 @@ def _tape_checkpoint(fn, args, kwargs, preserve_rng_state, recompute_ctx, check)
     rng = _RngState() if preserve_rng_state else None
     fence = next_seq()
     out = _call(fn, leaves, tree, pos, inner)
+    back = {id(t): o for t, o in zip(inner, originals)}
+    orig_ids = {id(o) for o in originals}
+    out = jax.tree_util.tree_map(  # an input returned as it is: the caller's tensor, not the segment's private copy
+        lambda o: back.get(id(o), o) if isinstance(o, Tensor) else o, out, is_leaf=_is_tensor
+    )
     out_leaves = [o for o in jax.tree_util.tree_leaves(out, is_leaf=_is_tensor) if isinstance(o, Tensor)]
-    recorded = [o for o in out_leaves if o._node is not None]
+    recorded = [o for o in out_leaves if o._node is not None and id(o) not in orig_ids]
     if not recorded:
         return out
     params = _boundary(recorded, {id(t) for t in inner}, fence)
-    float_outs = [i for i, o in enumerate(out_leaves) if o._node is not None]
+    float_outs = [i for i, o in enumerate(out_leaves) if o._node is not None and id(o) not in orig_ids]
     metas = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in float_outs] if check else None
     entry = _CheckpointEntry(fn, leaves, tree, pos, rng, float_outs, params, recompute_ctx, metas)
     inputs = tuple(originals) + tuple(params)
