@@ -64,6 +64,7 @@ from ._creation import (
     empty_like,
     eye,
     from_numpy,
+    from_dlpack,
     full,
     full_like,
     get_rng_state,
@@ -110,6 +111,7 @@ from .graph.nn_graph import Graph as _Graph
 
 nn.Graph = _Graph  # lf.nn.Graph (defined in lazyflow.graph: it sits above nn and optim)
 from . import checkpoint, config
+from . import func
 from . import accelerator, backends, cuda, jit, export
 from .checkpoint import load, save
 

@@ -15,7 +15,7 @@ from . import _sample
 from ._core import dtypes as D
 from ._core.context import state
 from ._core.device import Device, default_device
-from ._core.errors import ArgumentError, DTypeError, OpError, OutOfMemoryError, ShapeError
+from ._core.errors import ArgumentError, DTypeError, NotSupportedError, OpError, OutOfMemoryError, ShapeError
 from ._core.placement import pid_of
 from ._ingress import array as _owned_array
 from ._ingress import check_fits
@@ -130,6 +130,45 @@ def from_numpy(ndarray: np.ndarray) -> Tensor:
     if not isinstance(ndarray, np.ndarray):
         raise DTypeError(f"from_numpy expects a numpy.ndarray, got {type(ndarray).__name__}")
     return tensor(ndarray)
+
+
+def from_dlpack(ext_tensor, *, device=None, copy: bool | None = None) -> Tensor:
+    """A tensor from any object with ``__dlpack__`` (a JAX array, a numpy array, a torch tensor, a lazyflow tensor).
+
+    A jax array (or lazyflow tensor) is wrapped without a copy: its buffer is immutable. Anything else is caller
+    memory that can still change under the tensor, so it is copied once -- lazyflow's ingress rule, where
+    ``torch.from_dlpack`` would share it (mutating the source afterwards never changes the tensor).
+
+    Args:
+        ext_tensor: the object to import.
+        device: where the tensor should live (default: where the data is).
+        copy: True always copies; False refuses to copy (so only jax arrays and tensors are accepted); None copies
+            caller memory only.
+    Raises:
+        DTypeError: the object does not support DLPack.
+        NotSupportedError: ``copy=False`` for caller memory (numpy, torch), which lazyflow never aliases.
+    """
+    if isinstance(ext_tensor, Tensor):
+        ext_tensor = ext_tensor._value
+    if isinstance(ext_tensor, jax.Array):
+        out = jax.numpy.array(ext_tensor, copy=True) if copy else ext_tensor
+    elif not hasattr(ext_tensor, "__dlpack__"):
+        raise DTypeError(
+            f"from_dlpack expects an object with __dlpack__ (a jax/numpy array or torch tensor), got "
+            f"{type(ext_tensor).__name__}"
+        )
+    elif copy is False:
+        raise NotSupportedError(
+            f"from_dlpack(copy=False): a {type(ext_tensor).__name__} is caller memory that can change under the "
+            "tensor; lazyflow copies it once (pass copy=None or True), or hand over a jax array"
+        )
+    elif isinstance(ext_tensor, np.ndarray):  # numpy's own arrays (also read-only ones, which DLPack cannot export)
+        out = _owned_array(ext_tensor)
+    else:
+        shared = jax.dlpack.from_dlpack(ext_tensor)  # may alias the caller's buffer (JAX ignores copy=True on CPU)
+        out = jax.numpy.array(shared, copy=True)
+    t = _make(out)
+    return t if device is None else _to_device(t, device)
 
 
 def _fdtype(dtype):

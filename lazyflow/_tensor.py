@@ -199,6 +199,22 @@ class Tensor:
         uses (JAX then raises "Array has been deleted" on its next use); donate ``jnp.array(t.jax(), copy=True)``."""
         return self._value
 
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export the tensor's buffer through DLPack (no copy, as ``jax.Array.__dlpack__``): the consumer sees the
+        tensor's current value and must not write to it (``torch.from_dlpack(t).clone()`` before writing)."""
+        _concrete(self, "__dlpack__")
+        kw = {
+            k: v
+            for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device), ("copy", copy))
+            if v is not None
+        }
+        return self._value.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        """The DLPack device of the tensor's buffer (``(device type, device id)``)."""
+        _concrete(self, "__dlpack_device__")
+        return self._value.__dlpack_device__()
+
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """A numpy array with the tensor's values (a copy: later in-place updates never show in it).
 

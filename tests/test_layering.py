@@ -50,6 +50,10 @@ LAYERS = {
     "lazyflow.nn": 4,
     "lazyflow.optim": 4,
     "lazyflow.utils": 4,
+    "lazyflow.utils.jax": 4,  # to_jax/from_jax and wrap (a generated op record run by whichever interpreter is active)
+    "lazyflow.utils.checkpoint": 4,  # activation checkpointing: a tape node over autograd, jax.checkpoint in traces
+    "lazyflow.utils.scan": 4,  # ScanLayers: a ModuleList (nn) whose call scans inside a trace
+    "lazyflow.func": 4.5,  # functional_call: nn modules run on graph mode's trace interpreter
     "lazyflow.graph": 5,  # graph/__init__, module.py (CompiledModule) and nn_graph.py sit above nn/optim
     "lazyflow.checkpoint": 6,
     "lazyflow.config": 6,

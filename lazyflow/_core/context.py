@@ -23,7 +23,7 @@ class _State(threading.local):
     interp: Interpreter = None  # type: ignore[assignment]  # set by lazyflow.eager at import
     grad_enabled = True
     tracing = False  # True while graph mode traces user code
-    rng_hook = None  # graph mode: Generator -> (seed, offset) traced values
+    rng_hook: Any = None  # graph mode: Generator -> (seed, offset) traced values
     # graph mode: the trace's deferred index checks (lazyflow._core.checks); None: nothing collects them
     checks: list | None = None
 

@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+
+_seq = itertools.count()
+
+
+def next_seq() -> int:
+    """A number below every later node's ``seq`` and above every earlier one's: a fence between nodes recorded
+    before and after it (``lf.utils.checkpoint`` tells a segment's own nodes from the graph it reads)."""
+    return next(_seq)
+
 
 class Node:
     """Records one op for backward.
@@ -15,7 +25,7 @@ class Node:
     must not reroute gradients recorded before it (torch's saved variables keep their grad_fn the same way).
     """
 
-    __slots__ = ("entry", "inputs", "versions", "n_out", "edges", "diff", "__weakref__")
+    __slots__ = ("entry", "inputs", "versions", "n_out", "edges", "diff", "seq", "__weakref__")
 
     def __init__(self, entry, inputs, versions, n_out, diff=None):
         self.entry = entry
@@ -24,6 +34,7 @@ class Node:
         self.inputs = inputs
         self.versions = versions
         self.n_out = n_out
+        self.seq = next(_seq)  # recording order
         self.edges = tuple((a._node, a._oidx) if getattr(a, "_node", None) is not None else None for a in inputs)
 
     def name(self) -> str:
