@@ -1,6 +1,6 @@
 """``lf.optim``: optimizers with torch's API over pure, compiled update functions, and LR schedulers."""
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
 from .adagrad import Adagrad
 from .adam import Adam
