@@ -312,3 +312,18 @@ def test_an_op_backward_rule_applies_in_eager_and_in_the_compiled_vjp():
         np.testing.assert_allclose(_np(x.grad), np.full(4, 3.0))
     finally:
         del REGISTRY[name]  # a test-only op must not outlive the test (the op table meta-test checks records)
+
+
+def test_first_call_of_a_function_closing_over_parameters_has_their_gradients():
+    # the parameters are captured, not arguments: the first call finds them while tracing and runs again with them
+    # as inputs, so even its result carries their gradient (d sum(x W^T + b) / dW = column sums of x, numpy)
+    lin = lf.nn.Linear(3, 2)
+
+    @lf.compile
+    def f(x):
+        return lin(x).sum()
+
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    f(lf.tensor(x)).backward()
+    np.testing.assert_allclose(lin.weight.grad.numpy(), np.tile(x.sum(0), (2, 1)), rtol=1e-5)
+    np.testing.assert_allclose(lin.bias.grad.numpy(), [4.0, 4.0])

@@ -55,6 +55,7 @@ CompileInfo = namedtuple("CompileInfo", "traces compiles hits variants fallbacks
 warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
 _PY_SCALARS = frozenset((float, int, bool, complex))
 _NO_AUX = (None, None)
+_RETRY = object()  # _run: the call must run again (see there)
 
 _is_tensor = lambda x: isinstance(x, Tensor)
 
@@ -365,7 +366,10 @@ class CompiledFunction:
         else:
             self._variants.move_to_end(key)
             self._hits += 1
-        return self._run(v, tensor_leaves, all_state, aux)
+        out = self._run(v, tensor_leaves, all_state, aux)
+        if out is _RETRY:  # captured tensors that need gradients are inputs now: run the call again with them
+            return self._call(args, kwargs, leaves, tree)
+        return out
 
     def _new_variant(self, key, tree, leaves, all_state, v):
         if self._recompile_limit is not None and self._compiles >= self._recompile_limit:
@@ -535,6 +539,9 @@ class CompiledFunction:
                 # this call ran with the captured values baked in (correct now); lift them to inputs from now on
                 self._lifted = self._lifted + captured
                 self._variants.clear()
+                if state.grad_enabled and not self._trace_grad and any(t._rg for t in captured):
+                    # but its outputs carry no gradient to them: nothing was written back yet, so run it again
+                    return _RETRY
         if summary is not None:
             self._checked += 1
             error = failure(v.messages, summary)
