@@ -7,7 +7,15 @@ import warnings
 from typing import Any
 
 from ..optimizer import Optimizer
-from ._base import _EPOCH_DEPRECATION, LRScheduler, _lr_list, _per_group, _set_group_value
+from ._base import (
+    _EPOCH_DEPRECATION,
+    LRScheduler,
+    _cycle_momentum,
+    _lr_list,
+    _per_group,
+    _set_group_value,
+    _set_momentum,
+)
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -316,19 +324,7 @@ class OneCycleLR(LRScheduler):
                 group["min_lr"] = group["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            max_ms = _per_group("max_momentum", optimizer, max_momentum)
-            base_ms = _per_group("base_momentum", optimizer, base_momentum)
-            if last_epoch == -1:
-                for mm, bm, group in zip(max_ms, base_ms, optimizer.param_groups):
-                    if self.use_beta1:
-                        group["betas"] = (mm, *group["betas"][1:])
-                    else:
-                        group["momentum"] = mm
-                    group["max_momentum"] = mm
-                    group["base_momentum"] = bm
+            self.use_beta1, _, _ = _cycle_momentum(optimizer, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
 
     @staticmethod
@@ -362,8 +358,5 @@ class OneCycleLR(LRScheduler):
                 start = phase["end_step"]
             lrs.append(lr)
             if self.cycle_momentum:
-                if self.use_beta1:
-                    group["betas"] = (momentum, *group["betas"][1:])
-                else:
-                    group["momentum"] = momentum
+                _set_momentum(group, self.use_beta1, momentum)
         return lrs

@@ -36,6 +36,34 @@ def _per_group(name: str, optimizer: Optimizer, value) -> list:
     return [value] * len(optimizer.param_groups)
 
 
+def _set_momentum(group: dict, use_beta1: bool, momentum: float) -> None:
+    """Write a cycled momentum: Adam-style optimizers' beta1, others' ``momentum``."""
+    if use_beta1:
+        group["betas"] = (momentum, *group["betas"][1:])
+    else:
+        group["momentum"] = momentum
+
+
+def _cycle_momentum(optimizer: Optimizer, base_momentum, max_momentum, last_epoch: int) -> tuple[bool, list, list]:
+    """Set up momentum cycling (OneCycleLR, CyclicLR): ``(use_beta1, base_momentums, max_momentums)``; a new
+    schedule starts each group at its max momentum and records both bounds in the group, as torch does.
+
+    Raises:
+        ValueError: the optimizer has neither ``momentum`` nor ``betas``.
+    """
+    if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+        raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+    use_beta1 = "betas" in optimizer.defaults
+    base_ms = _per_group("base_momentum", optimizer, base_momentum)
+    max_ms = _per_group("max_momentum", optimizer, max_momentum)
+    if last_epoch == -1:
+        for mm, bm, group in zip(max_ms, base_ms, optimizer.param_groups):
+            _set_momentum(group, use_beta1, mm)
+            group["max_momentum"] = mm
+            group["base_momentum"] = bm
+    return use_beta1, base_ms, max_ms
+
+
 class LRScheduler:
     """Base class of learning-rate schedulers: subclasses implement ``get_lr()``.
 

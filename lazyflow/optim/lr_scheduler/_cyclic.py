@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..optimizer import Optimizer
-from ._base import LRScheduler, _per_group, _set_group_value
+from ._base import LRScheduler, _cycle_momentum, _per_group, _set_group_value, _set_momentum
 
 _MODES = ("triangular", "triangular2", "exp_range")
 
@@ -70,19 +70,9 @@ class CyclicLR(LRScheduler):
         self._init_scale_fn()
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
-            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
-            if last_epoch == -1:
-                for mm, bm, group in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
-                    if self.use_beta1:
-                        group["betas"] = (mm, *group["betas"][1:])
-                    else:
-                        group["momentum"] = mm
-                    group["max_momentum"] = mm
-                    group["base_momentum"] = bm
+            self.use_beta1, self.base_momentums, self.max_momentums = _cycle_momentum(
+                optimizer, base_momentum, max_momentum, last_epoch
+            )
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
 
@@ -108,11 +98,7 @@ class CyclicLR(LRScheduler):
         lrs = [b + (m - b) * scale_factor * self.scale_fn(at) for b, m in zip(self.base_lrs, self.max_lrs)]
         if self.cycle_momentum:
             for bm, mm, group in zip(self.base_momentums, self.max_momentums, self.optimizer.param_groups):
-                momentum = mm - (mm - bm) * scale_factor * self.scale_fn(at)
-                if self.use_beta1:
-                    group["betas"] = (momentum, *group["betas"][1:])
-                else:
-                    group["momentum"] = momentum
+                _set_momentum(group, self.use_beta1, mm - (mm - bm) * scale_factor * self.scale_fn(at))
         return lrs
 
     def state_dict(self) -> dict[str, Any]:
