@@ -204,6 +204,16 @@ def test_functions_of_several_tensors_and_python_args():
     assert f.cache_info().compiles == 1
 
 
+def test_an_output_with_a_grouped_batch_axis_is_cut_to_its_rows():
+    # (batch, 3) -> (batch * 3,): each batch row owns 3 consecutive output rows
+    f = lf.compile(lambda x: (x * 2).reshape(-1), dynamic=True)
+    rng = np.random.default_rng(0)
+    for n in (8, 3):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        np.testing.assert_array_equal(_np(f(lf.tensor(x))), (x * 2).reshape(-1))
+    assert f.cache_info().compiles == 1
+
+
 def test_bad_dynamic_value():
     with pytest.raises(ValueError, match="dynamic must be None, False or True"):
         lf.compile(_mlp(), dynamic="batch")

@@ -278,7 +278,7 @@ class CompiledFunction:
         cut = []
         for o in outs:
             ax = next(axes) if isinstance(o, Tensor) else None
-            cut.append(cut_rows(o, ax, n) if ax is not None else o)
+            cut.append(cut_rows(o, ax[0], n * ax[1]) if ax is not None else o)
         return jax.tree_util.tree_unflatten(otree, cut)
 
     def _prove(self, leaves, tree) -> _Family:

@@ -319,12 +319,17 @@ def _consts(c1, c2, b1) -> None:
 
 def row_axes(closed1, closed2, b1: int, b2: int, keep) -> list:
     """Prove the programs (traced at batch sizes ``b1``/``b2``) row-local over their outputs selected by ``keep``
-    (a bool per output); return each kept output's batch axis (``None``: no batch axis). Raises
+    (a bool per output); return each kept output's ``(batch axis, rows per batch row)`` (``None``: no batch axis).
+    Raises
     :class:`NotRowLocal` with the reason."""
     j1, j2 = _dce(closed1.jaxpr, keep), _dce(closed2.jaxpr, keep)
     _consts(closed1.consts, closed2.consts, b1)
     _walk(j1, j2, b1, b2)
-    return [_axis(v.aval, b1) for v in j1.outvars]
+    out = []
+    for v in j1.outvars:  # (axis, rows per batch row): a grouped axis (batch * heads) is cut to n * heads
+        a = _axis(v.aval, b1)
+        out.append(None if a is None else (a, v.aval.shape[a] // b1))
+    return out
 
 
 def prune(jaxpr, keep):
