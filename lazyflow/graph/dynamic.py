@@ -121,6 +121,10 @@ def _axis(aval, b: int):
     return hits[0] if hits else None
 
 
+def _shape(v) -> tuple:
+    return getattr(v.aval, "shape", ())
+
+
 def _same(p1, p2, b1: int, b2: int) -> bool:
     if isinstance(p1, (ClosedJaxpr, Jaxpr)):
         return True  # walked separately
@@ -328,7 +332,7 @@ def row_axes(closed1, closed2, b1: int, b2: int, keep) -> list:
     out = []
     for v in j1.outvars:  # (axis, rows per batch row): a grouped axis (batch * heads) is cut to n * heads
         a = _axis(v.aval, b1)
-        out.append(None if a is None else (a, v.aval.shape[a] // b1))
+        out.append(None if a is None else (a, _shape(v)[a] // b1))
     return out
 
 
