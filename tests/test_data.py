@@ -540,3 +540,46 @@ def test_workers_exit_when_the_main_process_is_killed(tmp_path):
                 os.kill(p, signal.SIGKILL)
         proc.stdout.close()
         proc.stderr.close()
+
+
+_UNGUARDED = """
+import numpy as np
+import lazyflow as lf
+from lazyflow.utils.data import DataLoader, Dataset
+from lazyflow.utils.data.dataloader import _context
+
+
+class Squares(Dataset):  # defined in the script: a forkserver worker would have to import (= run) the script
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        return np.float32(i * i)
+
+
+total = 0.0
+for batch in DataLoader(Squares(), batch_size=8, num_workers=2):
+    total += float(batch.sum())
+print("RESULT", total, _context(None).get_start_method(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_workers_in_a_script_with_or_without_a_main_guard(tmp_path, guarded):
+    # torch's Linux default (fork) lets a script without `if __name__ == "__main__":` use workers; lazyflow forks
+    # for such scripts and keeps forkserver (JAX-safe) for guarded ones
+    body = _UNGUARDED
+    if guarded:
+        body = body.replace("\ntotal = 0.0\n", '\nif __name__ == "__main__":\n    total = 0.0\n')
+        body = body.replace("\nfor batch in", "\n    for batch in").replace("\n    total += ", "\n        total += ")
+        body = body.replace('\nprint("RESULT"', '\n    print("RESULT"')
+    script = tmp_path / "train.py"
+    script.write_text(body)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(lf.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT"))
+    _, total, method = line.split()
+    assert float(total) == float(sum(i * i for i in range(40)))
+    assert method == ("forkserver" if guarded else "fork")

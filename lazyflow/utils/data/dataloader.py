@@ -5,15 +5,20 @@ JAX is multithreaded, and a forked child that touches JAX (a dataset of lazyflow
 using lazyflow) deadlocks. ``multiprocessing_context="fork"`` starts workers much faster and is safe when
 the dataset, collate function and ``worker_init_fn`` only use numpy / plain Python. With forkserver and
 spawn a worker re-imports the main module, so the dataset must be picklable and the script guarded by
-``if __name__ == "__main__":``; ``persistent_workers=True`` pays the start-up once.
+``if __name__ == "__main__":``; ``persistent_workers=True`` pays the start-up once. A script without that guard
+(the torch examples' style) gets ``"fork"`` by default, as on torch's Linux default: its workers must then keep to
+numpy / plain Python (collation into lazyflow tensors happens in the main process either way).
 """
 
 from __future__ import annotations
 
+import ast
 import atexit
 import itertools
 import multiprocessing
+import os
 import queue
+import sys
 import time
 import warnings
 import weakref
@@ -49,8 +54,34 @@ class _InfiniteConstantSampler(Sampler):
 _PRELOAD = ["numpy", "jax", "jax.numpy", "lazyflow.utils.data._worker"]
 
 
+def _main_unguarded() -> bool:
+    """Whether the main module is a script whose top level is not under ``if __name__ == "__main__":``: a
+    forkserver/spawn worker would run all of it again (the training loop included) when it imports it."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path or not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
+            names = [node.test.left, *node.test.comparators]
+            if any(isinstance(n, ast.Name) and n.id == "__name__" for n in names) and any(
+                isinstance(n, ast.Constant) and n.value == "__main__" for n in names
+            ):
+                return False
+    return True
+
+
 def _context(ctx) -> _Context:
     if ctx is None:
+        if _main_unguarded() and "fork" in multiprocessing.get_all_start_methods():
+            # as torch does on Linux: a script without a main guard forks its workers (forkserver would run the
+            # whole script again in each); safe while workers use numpy / Python, as the module docstring says
+            return multiprocessing.get_context("fork")
         if "forkserver" not in multiprocessing.get_all_start_methods():
             return multiprocessing.get_context("spawn")
         ctx = multiprocessing.get_context("forkserver")
