@@ -1,0 +1,219 @@
+"""How much of torch 2.13's public surface lazyflow has, per category: ``python tools/api_coverage.py [--write]``.
+
+Each category is a list of torch's public names, computed from torch itself (so the figures follow torch, not a
+hand-kept list), and the same path on lazyflow. A missing name is either *deliberate* (an entry below, with its
+reason: a backend-specific kernel, a layout lazyflow does not have...) or *not yet*. ``--write`` regenerates
+docs/api-coverage.md; tests/test_api_coverage.py fails when that file is stale or an omission is no longer true.
+Needs torch (the test extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(ROOT, "docs", "api-coverage.md")
+README = os.path.join(ROOT, "README.md")
+_MARK = ("<!-- api-coverage -->", "<!-- /api-coverage -->")
+
+# deliberate omissions: a regular expression over the name -> why lazyflow leaves it out
+OMIT: dict[str, list[tuple[str, str]]] = {
+    "torch": [
+        (r"^(cudnn|miopen|mkldnn|fbgemm|native|_?nnpack)_", "a kernel of one backend library; XLA picks kernels"),
+        (r"(^q_|quantize|quantized|^fake_quant|^choose_qparams|^int_repr)", "quantized tensors are not a dtype here"),
+        (r"(sparse|^sspaddmm|^smm$|^hspmm$|^spmm$|coalesce)", "no sparse layouts (JAX's BCOO is experimental)"),
+        (
+            r"^(from_file|set_default_tensor_type|set_flush_denormal|set_num_interop_threads|get_num_interop_threads)$",
+            "process-level switches of torch's own runtime (XLA owns its threads and storage)",
+        ),
+        (
+            r"^(is_inference_mode_enabled|inference_mode|set_autocast_.*|get_autocast_.*|is_autocast_.*|"
+            r"clear_autocast_cache|autocast_.*)$",
+            "torch's autocast/inference-mode internals (lf.autocast is the API)",
+        ),
+        (
+            r"^(compiled_with_cxx11_abi|is_storage|typename|get_file_path|use_deterministic_algorithms_warn_only)$",
+            "describes torch's build or storages",
+        ),
+    ],
+    "Tensor": [
+        (
+            r"(sparse|^to_dense$|^coalesce|^indices$|^values$|^crow_|^col_|^row_|^ccol_|^to_mkldnn|^is_mkldnn)",
+            "no sparse/mkldnn layouts",
+        ),
+        (r"(^q_|quantize|^int_repr|^dequantize|^qscheme)", "quantized tensors are not a dtype here"),
+        (
+            r"^(storage|untyped_storage|storage_offset|storage_type|share_memory_|is_shared|pin_memory|"
+            r"is_pinned|record_stream|ipu|xpu|hpu|mtia|mps|nested_tensor)$",
+            "storages and device-specific moves (jax arrays are immutable buffers; .to(device) moves)",
+        ),
+    ],
+    "nn": [],
+    "nn.functional": [],
+    "optim": [(r"^(SparseAdam|swap_in_optimizer_params_and_state)$", "no sparse gradients; torch-internal helper")],
+    "autograd": [(r"^(NestedIOFunction|set_multithreading_enabled|variable|Variable)$", "legacy or torch-runtime")],
+    "func": [(r"^(debug_unwrap|rearrange|replace_all_batch_norm_modules_)$", "functorch internals / einops")],
+    "cuda": [
+        (
+            r"^(nvtx|jiterator|graphs?|CUDAGraph|graph_pool_handle|make_graphed_callables|ipc_collect|"
+            r"caching_allocator_.*|memory\._|cudart|check_error|tunable|gds|sparse)",
+            "CUDA-runtime specifics",
+        )
+    ],
+}
+
+
+def _public_callables(obj, names, *, classes: bool | None, documented: bool = True) -> list[str]:
+    out = []
+    for n in names:
+        if n.startswith("_"):
+            continue
+        try:
+            o = getattr(obj, n)
+        except Exception:
+            continue
+        if inspect.ismodule(o) or not callable(o):
+            continue
+        if classes is not None and inspect.isclass(o) != classes:
+            continue
+        if documented and not (getattr(o, "__doc__", None) or "").strip():
+            continue
+        out.append(n)
+    return sorted(set(out))
+
+
+def categories(torch) -> dict[str, tuple[str, list[str]]]:
+    """category -> (lazyflow path, torch's names)."""
+    nn, F = torch.nn, torch.nn.functional
+    return {
+        "torch": ("", _public_callables(torch, torch.__all__, classes=False)),
+        "Tensor": ("Tensor", _public_callables(torch.Tensor, dir(torch.Tensor), classes=False)),
+        "nn": ("nn", sorted(n for n in nn.modules.__all__ if inspect.isclass(getattr(nn, n, None)))),
+        "nn.functional": (
+            "nn.functional",
+            [
+                n
+                for n in _public_callables(F, dir(F), classes=False)
+                if getattr(getattr(F, n), "__module__", "")
+                and "torch.nn.functional" in getattr(getattr(F, n), "__module__", "")
+            ],
+        ),
+        "optim": (
+            "optim",
+            sorted(set(torch.optim.__all__) - {"lr_scheduler", "swa_utils"})
+            + [f"lr_scheduler.{n}" for n in torch.optim.lr_scheduler.__all__]
+            + [f"swa_utils.{n}" for n in torch.optim.swa_utils.__all__],
+        ),
+        "autograd": ("autograd", sorted(n for n in torch.autograd.__all__ if n != "grad_mode")),
+        "func": ("func", sorted(torch.func.__all__)),
+        "cuda": ("cuda", _public_callables(torch.cuda, torch.cuda.__all__, classes=None, documented=False)),
+    }
+
+
+def _has(lf, path: str, name: str) -> bool:
+    obj = lf
+    for part in [p for p in path.split(".") if p] + name.split("."):
+        try:
+            obj = getattr(obj, part)
+        except Exception:
+            return False
+    return True
+
+
+def _omitted(cat: str, name: str) -> str | None:
+    for pattern, why in OMIT.get(cat, []):
+        if re.search(pattern, name.rsplit(".", 1)[-1]):
+            return why
+    return None
+
+
+def report() -> dict[str, dict]:
+    import torch
+
+    lf = importlib.import_module("lazyflow")
+    out = {}
+    for cat, (path, names) in categories(torch).items():
+        present = [n for n in names if _has(lf, path, n)]
+        missing = [n for n in names if n not in present]
+        deliberate = {n: w for n in missing if (w := _omitted(cat, n))}
+        out[cat] = {
+            "total": len(names),
+            "present": len(present),
+            "deliberate": deliberate,
+            "not_yet": [n for n in missing if n not in deliberate],
+        }
+    return out
+
+
+def markdown(rep: dict[str, dict]) -> str:
+    lines = [
+        "# lazyflow's coverage of torch 2.13's public names",
+        "",
+        "Generated by `python tools/api_coverage.py --write` (kept current by tests/test_api_coverage.py). Names are",
+        "computed from torch itself: documented public functions of `torch.__all__`, documented public methods of",
+        "`torch.Tensor`, `torch.nn.modules.__all__`, the public functions defined in `torch.nn.functional`, the",
+        "optimizers, schedulers and swa_utils, `torch.autograd.__all__`, `torch.func.__all__`, `torch.cuda.__all__`.",
+        "Coverage = present / (total - deliberate omissions).",
+        "",
+        "| category | total | present | deliberate omissions | coverage |",
+        "|---|---|---|---|---|",
+    ]
+    for cat, r in rep.items():
+        denom = r["total"] - len(r["deliberate"])
+        lines.append(
+            f"| {cat} | {r['total']} | {r['present']} | {len(r['deliberate'])} | "
+            f"{100 * r['present'] / max(denom, 1):.0f}% |"
+        )
+    for cat, r in rep.items():
+        lines += ["", f"## {cat}", ""]
+        if r["deliberate"]:
+            lines.append("Deliberate omissions:")
+            by_reason: dict[str, list[str]] = {}
+            for n, why in r["deliberate"].items():
+                by_reason.setdefault(why, []).append(n)
+            for why, names in by_reason.items():
+                lines.append(f"- {why}: {', '.join(f'`{n}`' for n in names)}")
+            lines.append("")
+        lines.append(f"Not yet ({len(r['not_yet'])}): " + (", ".join(f"`{n}`" for n in r["not_yet"]) or "none"))
+    return "\n".join(lines) + "\n"
+
+
+def summary(rep: dict[str, dict]) -> str:
+    """The README's line (between the api-coverage markers)."""
+    parts = []
+    for cat, r in rep.items():
+        denom = max(r["total"] - len(r["deliberate"]), 1)
+        parts.append(f"{cat} {r['present']}/{denom} ({100 * r['present'] / denom:.0f}%)")
+    return "Coverage of torch 2.13's public names (present / total less deliberate omissions): " + ", ".join(parts)
+
+
+def readme_with(text: str, line: str) -> str:
+    a, b = text.index(_MARK[0]) + len(_MARK[0]), text.index(_MARK[1])
+    return text[:a] + "\n" + line + "\n" + text[b:]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--write", action="store_true", help=f"regenerate {os.path.relpath(DOC, ROOT)}")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, ROOT)
+    rep = report()
+    text = markdown(rep)
+    if args.write:
+        with open(DOC, "w") as f:
+            f.write(text)
+        with open(README) as f:
+            readme = f.read()
+        with open(README, "w") as f:
+            f.write(readme_with(readme, summary(rep)))
+    print(text.split("\n## ")[0])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
