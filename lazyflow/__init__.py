@@ -50,6 +50,7 @@ from ._core.errors import (
     NoCudaError,
     NotSupportedError,
 )
+from ._core.finfo import finfo, iinfo
 from ._core.precision import get_float32_matmul_precision, set_float32_matmul_precision
 from ._tensor import Tensor, from_jax
 from . import eager  # installs the eager interpreter

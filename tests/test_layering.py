@@ -30,6 +30,7 @@ LAYERS = {
     "lazyflow._functional.reduction": 2.74,
     "lazyflow._functional.indexing": 2.75,
     "lazyflow._functional.inplace": 2.76,
+    "lazyflow._functional.compare": 2.77,  # isclose, allclose, equal, count_nonzero, queries
     "lazyflow._functional": 2.79,
     "lazyflow._indexing": 2.8,
     "lazyflow._legacy": 2.85,  # torch's legacy constructors (lf.Tensor(2, 3), lf.FloatTensor) and Tensor.type()

@@ -3,12 +3,13 @@
 Each function validates and normalises its arguments (dims, shapes, dtypes) in Python, then makes exactly one call
 into the active interpreter with a primitive from the op table. Composite ops (``std_mean``, ``chunk`` ...) are
 written once on top of primitives and need no backward rule. The families mirror ``lazyflow/ops``, in import
-order: ``elementwise`` < ``shape`` < ``linalg`` < ``reduction`` < ``indexing`` < ``inplace``.
+order: ``elementwise`` < ``shape`` < ``linalg`` < ``reduction`` < ``indexing`` < ``inplace`` < ``compare``.
 """
 
 from __future__ import annotations
 
-from . import elementwise, indexing, inplace, linalg, reduction, shape
+from . import compare, elementwise, indexing, inplace, linalg, reduction, shape
+from .compare import *
 from .elementwise import *
 from .indexing import *
 from .inplace import *
@@ -17,7 +18,15 @@ from .reduction import *
 from .shape import *
 
 __all__ = sorted(
-    {*elementwise.__all__, *shape.__all__, *linalg.__all__, *reduction.__all__, *indexing.__all__, *inplace.__all__}
+    {
+        *compare.__all__,
+        *elementwise.__all__,
+        *shape.__all__,
+        *linalg.__all__,
+        *reduction.__all__,
+        *indexing.__all__,
+        *inplace.__all__,
+    }
 )
 
 # lf.<name> functions that torch.Tensor has no method for (Tensor.where(cond, y) has its own argument order)
@@ -31,6 +40,7 @@ _NOT_METHODS = frozenset(
         "concatenate",
         "einsum",
         "hstack",
+        "is_tensor",
         "one_hot",
         "pad",
         "result_type",
