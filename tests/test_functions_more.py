@@ -154,3 +154,323 @@ def test_finfo_iinfo_defaults_and_errors():
         lf.iinfo(lf.bool_)
     with pytest.raises(TypeError):  # torch refuses bool as well
         torch.iinfo(torch.bool)
+
+
+# ---------------------------------------------------------------- grids, products, differences
+def _np(x):
+    return np.asarray(x)
+
+
+def _same(got, want, rtol=1e-6, atol=1e-7):
+    want = want.detach() if isinstance(want, torch.Tensor) else want
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1], (got.dtype, want.dtype)
+    assert tuple(got.shape) == tuple(want.shape), (got.shape, want.shape)
+    np.testing.assert_allclose(_np(got), want.numpy(), rtol=rtol, atol=atol)
+
+
+def _grids(a, b, c):
+    return (
+        *lf.meshgrid(a, b, indexing="ij"),
+        *lf.meshgrid([a, b, c], indexing="xy"),
+        lf.cartesian_prod(a, b, c),
+        lf.combinations(a),
+        lf.combinations(b, 3, with_replacement=True),
+        lf.block_diag(a.reshape(1, 2), b, c.reshape(1, 1).long()),
+        lf.kron(a, b.reshape(3, 1)),
+        a.kron(a),
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_grids_and_products_match_torch(mode):
+    a, b, c = np.array([1.0, 2.0]), np.array([3.0, -4.0, 5.0]), np.array([7.0])
+    got = run(mode, _grids, lf.tensor(a), lf.tensor(b), lf.tensor(c))
+    ta, tb, tc = torch.tensor(a), torch.tensor(b), torch.tensor(c)
+    want = (
+        *torch.meshgrid(ta, tb, indexing="ij"),
+        *torch.meshgrid([ta, tb, tc], indexing="xy"),
+        torch.cartesian_prod(ta, tb, tc),
+        torch.combinations(ta),
+        torch.combinations(tb, 3, with_replacement=True),
+        torch.block_diag(ta.reshape(1, 2), tb, tc.reshape(1, 1).long()),
+        torch.kron(ta, tb.reshape(3, 1)),
+        ta.kron(ta),
+    )
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+
+
+def test_grids_edge_cases_and_indices_match_torch():
+    for r, w in [(0, False), (1, False), (3, False), (2, True)]:
+        _same(lf.combinations(lf.arange(2), r, w), torch.combinations(torch.arange(2), r, w))
+    _same(lf.cartesian_prod(lf.tensor([1, 2])), torch.cartesian_prod(torch.tensor([1, 2])))
+    _same(
+        lf.kron(lf.ones(2, 1, 3), lf.arange(4).reshape(2, 2)),
+        torch.kron(torch.ones(2, 1, 3), torch.arange(4).reshape(2, 2)),
+    )
+    _same(lf.block_diag(lf.tensor(2), lf.ones(0, 2)), torch.block_diag(torch.tensor(2), torch.ones(0, 2)))
+    _same(lf.block_diag(), torch.block_diag())
+    for row, col, off in [(3, 4, 1), (4, 3, -1), (0, 3, 0), (3, 3, 5), (2, 5, -3)]:
+        _same(lf.tril_indices(row, col, off), torch.tril_indices(row, col, off))
+        _same(lf.triu_indices(row, col, off), torch.triu_indices(row, col, off))
+    _same(lf.tril_indices(3, 3, dtype=lf.int32), torch.tril_indices(3, 3, dtype=torch.int32))
+    g = lf.meshgrid(lf.tensor(1.0), lf.arange(2.0))
+    assert [tuple(x.shape) for x in g] == [
+        tuple(x.shape) for x in torch.meshgrid(torch.tensor(1.0), torch.arange(2.0), indexing="ij")
+    ]
+
+
+def test_grids_bad_input():
+    with pytest.raises(ValueError, match="indexing"):
+        lf.meshgrid(lf.ones(2), indexing="yx")
+    with pytest.raises(RuntimeError, match="0-d or 1-D"):
+        lf.meshgrid(lf.ones(2, 2))
+    with pytest.raises(RuntimeError, match="at least one"):
+        lf.meshgrid()
+    with pytest.raises(TypeError, match="must be a Tensor"):
+        lf.meshgrid([1, 2])
+    with pytest.raises(TypeError, match="same dtype"):
+        lf.cartesian_prod(lf.ones(2), lf.arange(2))
+    with pytest.raises(RuntimeError, match="1-D"):
+        lf.cartesian_prod(lf.ones(2, 2))
+    with pytest.raises(RuntimeError, match="1-D"):
+        lf.combinations(lf.ones(2, 2))
+    with pytest.raises(ValueError, match="non-negative"):
+        lf.combinations(lf.ones(2), -1)
+    with pytest.raises(RuntimeError, match="2 or fewer"):
+        lf.block_diag(lf.ones(1, 1, 1))
+    with pytest.raises(TypeError, match="int32 or int64"):
+        lf.tril_indices(2, 2, dtype=lf.float32)
+    with pytest.raises(ValueError, match="non-negative"):
+        lf.triu_indices(-1, 2)
+
+
+def _diffs(x, b):
+    return (
+        lf.diff(x),
+        x.diff(n=2, dim=0),
+        lf.diff(x, 1, 0, prepend=x[:1], append=x),
+        lf.diff(x, dim=-1, append=lf.tensor(0.5)),
+        lf.diff(x, n=0),
+        lf.diff(x, n=5),
+        lf.diff(b),
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_diff_matches_torch_with_gradients(mode):
+    a = np.array([[1.0, 4.0, 9.0, 16.0], [2.0, -1.0, 0.5, 3.0], [0.0, 0.0, 1.0, 1.0]])
+    bools = np.array([True, False, False, True])
+    x = lf.tensor(a, requires_grad=True)
+    got = run(mode, _diffs, x, lf.tensor(bools))
+    tx = torch.tensor(a, requires_grad=True)
+    tb = torch.tensor(bools)
+    want = (
+        torch.diff(tx),
+        tx.diff(n=2, dim=0),
+        torch.diff(tx, 1, 0, prepend=tx[:1], append=tx),
+        torch.diff(tx, dim=-1, append=torch.tensor(0.5, dtype=torch.float64).expand(3, 1)),
+        torch.diff(tx, n=0),
+        torch.diff(tx, n=5),
+        torch.diff(tb),
+    )
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+    w = np.random.default_rng(0).normal(size=(3, 3))
+    ((got[0] * lf.tensor(w)).sum() + got[2].sum() * 2 + got[3].sum()).backward()
+    ((want[0] * torch.tensor(w)).sum() + want[2].sum() * 2 + want[3].sum()).backward()
+    np.testing.assert_allclose(_np(x.grad), tx.grad.numpy())
+
+
+def test_diff_bad_input():
+    with pytest.raises(RuntimeError, match="one-dimensional"):
+        lf.diff(lf.tensor(1.0))
+    with pytest.raises(ValueError, match="non-negative"):
+        lf.diff(lf.ones(3), n=-1)
+    with pytest.raises(IndexError):
+        lf.diff(lf.ones(3), dim=1)
+    with pytest.raises(RuntimeError, match="prepend"):
+        lf.diff(lf.ones(2, 3), prepend=lf.ones(3, 1))
+
+
+def _cdists(x1, x2):
+    return (
+        lf.cdist(x1, x2),
+        lf.cdist(x1, x2, p=1.0),
+        lf.cdist(x1, x2, p=0.0),
+        lf.cdist(x1, x2, p=float("inf")),
+        lf.cdist(x1, x2, 3.0, "donot_use_mm_for_euclid_dist"),
+        lf.cdist(x1, x1),
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cdist_matches_torch_values_and_gradients(mode):
+    r = np.random.default_rng(1)
+    a, b = r.normal(size=(2, 4, 3)), r.normal(size=(1, 5, 3))
+    a[0, 1] = b[0, 2]  # one zero distance: torch's gradient there is 0
+    x1, x2 = lf.tensor(a, requires_grad=True), lf.tensor(b, requires_grad=True)
+    got = run(mode, _cdists, x1, x2)
+    t1, t2 = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    want = (
+        torch.cdist(t1, t2),
+        torch.cdist(t1, t2, p=1.0),
+        torch.cdist(t1, t2, p=0.0),
+        torch.cdist(t1, t2, p=float("inf")),
+        torch.cdist(t1, t2, 3.0, "donot_use_mm_for_euclid_dist"),
+        torch.cdist(t1, t1),
+    )
+    for g, w in zip(got, want, strict=True):
+        _same(g, w, rtol=1e-6, atol=1e-6)  # torch's mm mode differs from the exact formula by rounding only
+    ws = [r.normal(size=tuple(w.shape)) for w in want]
+    sum(((g * lf.tensor(c)).sum() for g, c in zip(got[:2] + got[3:], ws[:2] + ws[3:], strict=True))).backward()
+    sum(((w * torch.tensor(c)).sum() for w, c in zip(want[:2] + want[3:], ws[:2] + ws[3:], strict=True))).backward()
+    np.testing.assert_allclose(_np(x1.grad), t1.grad.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(_np(x2.grad), t2.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_cdist_bad_input():
+    with pytest.raises(RuntimeError, match="same number of columns"):
+        lf.cdist(lf.ones(2, 3), lf.ones(2, 4))
+    with pytest.raises(ValueError, match="non-negative"):
+        lf.cdist(lf.ones(2, 3), lf.ones(2, 3), p=-1)
+    with pytest.raises(ValueError, match="compute_mode"):
+        lf.cdist(lf.ones(2, 3), lf.ones(2, 3), compute_mode="fast")
+    with pytest.raises(RuntimeError, match="2-D"):
+        lf.cdist(lf.ones(3), lf.ones(3))
+    with pytest.raises(TypeError, match="floating"):
+        lf.cdist(lf.ones(2, 3, dtype=lf.int64), lf.ones(2, 3, dtype=lf.int64))
+
+
+# ---------------------------------------------------------------- search, histograms, running extrema, unique
+def _searches(seq, v, seq2d, v2d, perm):
+    return (
+        lf.searchsorted(seq, v),
+        lf.searchsorted(seq, v, right=True, out_int32=True),
+        lf.searchsorted(seq, v, side="right"),
+        lf.searchsorted(seq2d, v2d),
+        lf.searchsorted(seq[perm], v, sorter=perm),
+        lf.bucketize(v, seq),
+        lf.bucketize(v, seq, right=True),
+        lf.histc(v, bins=4, min=0.0, max=6.0),
+        lf.histc(v, bins=3),
+        v.histc(5, -1.0, 1.0),
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_searchsorted_bucketize_histc_match_torch(mode):
+    seq = np.array([1.0, 2.0, 2.0, 4.0, 6.0])
+    v = np.array([[0.0, 2.0, 3.0], [6.0, 7.0, 2.0]])
+    seq2d, v2d = np.array([[1.0, 3.0, 5.0], [0.0, 2.0, 4.0]]), np.array([[3.0, 6.0], [-1.0, 2.0]])
+    perm = np.array([3, 0, 4, 1, 2])
+    got = run(mode, _searches, lf.tensor(seq), lf.tensor(v), lf.tensor(seq2d), lf.tensor(v2d), lf.tensor(perm))
+    ts, tv, tp = torch.tensor(seq), torch.tensor(v), torch.tensor(perm)
+    want = (
+        torch.searchsorted(ts, tv),
+        torch.searchsorted(ts, tv, right=True, out_int32=True),
+        torch.searchsorted(ts, tv, side="right"),
+        torch.searchsorted(torch.tensor(seq2d), torch.tensor(v2d)),
+        torch.searchsorted(ts[tp], tv, sorter=tp),
+        torch.bucketize(tv, ts),
+        torch.bucketize(tv, ts, right=True),
+        torch.histc(tv, bins=4, min=0.0, max=6.0),
+        torch.histc(tv, bins=3),
+        tv.histc(5, -1.0, 1.0),
+    )
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+
+
+def test_search_scalars_and_constant_histc_match_torch():
+    _same(lf.searchsorted(lf.tensor([1, 3, 5]), 3), torch.searchsorted(torch.tensor([1, 3, 5]), 3))
+    _same(lf.bucketize(4, lf.tensor([1, 3, 5]), right=True), torch.bucketize(4, torch.tensor([1, 3, 5]), right=True))
+    _same(
+        lf.searchsorted(lf.tensor([1, 3, 5]), lf.tensor([2.5])),
+        torch.searchsorted(torch.tensor([1, 3, 5]), torch.tensor([2.5])),
+    )
+    _same(lf.histc(lf.tensor([1.0, 1.0]), bins=4), torch.histc(torch.tensor([1.0, 1.0]), bins=4))
+    _same(lf.histc(lf.tensor([0.0, 1.0, 5.0]), 2, 0.0, 1.0), torch.histc(torch.tensor([0.0, 1.0, 5.0]), 2, 0.0, 1.0))
+    x = np.random.default_rng(2).normal(size=200).astype(np.float32)
+    _same(lf.histc(lf.tensor(x), bins=7), torch.histc(torch.tensor(x), bins=7))
+
+
+def test_search_bad_input():
+    s = lf.tensor([1.0, 2.0])
+    with pytest.raises(ValueError, match="side"):
+        lf.searchsorted(s, s, side="middle")
+    with pytest.raises(ValueError, match="contradict"):
+        lf.searchsorted(s, s, side="left", right=True)
+    with pytest.raises(RuntimeError, match="leading"):
+        lf.searchsorted(lf.ones(2, 3), lf.ones(3, 2))
+    with pytest.raises(RuntimeError, match="sorter"):
+        lf.searchsorted(s, s, sorter=lf.tensor([0]))
+    with pytest.raises(RuntimeError, match="1-D"):
+        lf.bucketize(s, lf.ones(2, 2))
+    with pytest.raises(ValueError, match="bins"):
+        lf.histc(s, bins=0)
+    with pytest.raises(ValueError, match="larger than min"):
+        lf.histc(s, min=2, max=1)
+    with pytest.raises(RuntimeError, match="not implemented"):
+        lf.histc(lf.tensor([1, 2]))
+    with pytest.raises(RuntimeError, match="not implemented"):  # torch: NotImplementedError, a RuntimeError
+        torch.histc(torch.tensor([1, 2]))
+
+
+def _scans(x):
+    return (*lf.cummax(x, 1), *x.cummin(0), lf.logcumsumexp(x, -1), *lf.cummax(x[0, 0], 0))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cummax_cummin_logcumsumexp_match_torch_with_gradients(mode):
+    a = np.array([[1.0, 3.0, 3.0, NAN, 5.0], [2.0, -1.0, 2.0, 0.0, 7.0], [0.0, 0.0, -0.0, 4.0, 4.0]])
+    x = lf.tensor(a, requires_grad=True)
+    got = run(mode, _scans, x)
+    tx = torch.tensor(a, requires_grad=True)
+    want = (*torch.cummax(tx, 1), *tx.cummin(0), torch.logcumsumexp(tx, -1), *torch.cummax(tx[0, 0], 0))
+    for g, w in zip(got, want, strict=True):
+        _same(g, w)
+    cot = np.random.default_rng(3).normal(size=a.shape)
+    sum((g * lf.tensor(cot)).sum() for g in (got[0], got[2])).backward()
+    sum((w * torch.tensor(cot)).sum() for w in (want[0], want[2])).backward()
+    np.testing.assert_allclose(_np(x.grad), tx.grad.numpy())
+    assert type(got[0]) is lf.Tensor and lf.cummax(lf.tensor(a), 1).indices.dtype is lf.int64
+    with pytest.raises(IndexError):
+        lf.cummax(lf.ones(2), 1)
+    with pytest.raises(RuntimeError, match="not implemented"):
+        lf.logcumsumexp(lf.tensor([1, 2]), 0)
+    _same(lf.cummin(lf.tensor([3, 1, 1, 2]), 0).indices, torch.cummin(torch.tensor([3, 1, 1, 2]), 0).indices)
+
+
+def test_unique_matches_torch():
+    a = np.array([[3, 1, 3], [2, 1, 2], [3, 1, 3]])
+    for kw in ({}, {"return_inverse": True}, {"return_counts": True}, {"return_inverse": True, "return_counts": True}):
+        for dim in (None, 0, 1, -1):
+            got, want = lf.unique(lf.tensor(a), dim=dim, **kw), torch.unique(torch.tensor(a), dim=dim, **kw)
+            for g, w in zip(got if kw else (got,), want if kw else (want,), strict=True):
+                _same(g, w)
+            got = lf.unique_consecutive(lf.tensor(a), dim=dim, **kw)
+            want = torch.unique_consecutive(torch.tensor(a), dim=dim, **kw)
+            for g, w in zip(got if kw else (got,), want if kw else (want,), strict=True):
+                _same(g, w)
+    f = np.array([2.5, NAN, -1.0, 2.5, -0.0, 0.0])
+    _same(lf.tensor(f).unique(), torch.tensor(f).unique())
+    _same(lf.unique_consecutive(lf.tensor(f[[0, 0, 2, 2]])), torch.unique_consecutive(torch.tensor(f[[0, 0, 2, 2]])))
+    _same(lf.unique(lf.tensor([True, False, True])), torch.unique(torch.tensor([True, False, True])))
+    _same(lf.unique(lf.ones(0)), torch.unique(torch.ones(0)))
+    _same(
+        lf.tensor([2, 1, 2]).unique(sorted=False, return_counts=True)[1],
+        torch.tensor([2, 1, 2]).unique(return_counts=True)[1],
+    )
+
+
+def test_unique_is_eager_only_and_checks_input():
+    with pytest.raises(lf.GraphError, match="unique"):
+        lf.compile(lambda x: lf.unique(x))(lf.ones(3))
+    with pytest.raises(lf.GraphError, match="unique_consecutive"):
+        lf.compile(lambda x: lf.unique_consecutive(x))(lf.ones(3))
+    with pytest.raises(IndexError):
+        lf.unique(lf.ones(2), dim=1)
+    with pytest.raises(TypeError, match="must be a Tensor"):
+        lf.unique([1, 2])

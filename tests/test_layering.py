@@ -31,6 +31,8 @@ LAYERS = {
     "lazyflow._functional.indexing": 2.75,
     "lazyflow._functional.inplace": 2.76,
     "lazyflow._functional.compare": 2.77,  # isclose, allclose, equal, count_nonzero, queries
+    "lazyflow._functional.combine": 2.775,  # meshgrid, combinations, block_diag, kron, diff, cdist
+    "lazyflow._functional.search": 2.778,  # searchsorted, histc, unique, cummax, logcumsumexp
     "lazyflow._functional": 2.79,
     "lazyflow._indexing": 2.8,
     "lazyflow._legacy": 2.85,  # torch's legacy constructors (lf.Tensor(2, 3), lf.FloatTensor) and Tensor.type()

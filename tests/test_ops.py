@@ -942,6 +942,59 @@ _sh(
     dtypes=(F32,),
     out=lambda d: (d, I64),
 )
+
+
+def _running(xp, x, sign):
+    """(values, indices) of the running max (sign 1) or min (sign -1) along dim 1 of distinct values."""
+    n = x.shape[1]
+    seen = xp.tril(xp.ones((n, n))) > 0
+    y = xp.where(seen[None], sign * x[:, None, :], -xp.inf)
+    return sign * y.max(-1), y.argmax(-1)
+
+
+_sh(
+    "cummax",
+    "cummax",
+    lambda x: x.cummax(1),
+    lambda xp, x: _running(xp, x, 1),
+    inputs=(A(3, 5, distinct=True),),
+    dtypes=(F32, F64, I64),
+    out=lambda d: (d, I64),
+)
+_sh(
+    "cummin",
+    "cummin",
+    lambda x: lf.cummin(x, -1),
+    lambda xp, x: _running(xp, x, -1),
+    inputs=(A(3, 5, distinct=True),),
+    dtypes=(F32, I64),
+    out=lambda d: (d, I64),
+)
+_sh(
+    "logcumsumexp",
+    "logcumsumexp",
+    lambda x: x.logcumsumexp(1),
+    lambda xp, x: xp.log(xp.cumsum(xp.exp(x), 1)),
+    dtypes=(F32, F64),
+)
+_sh(
+    "searchsorted",
+    ("searchsorted", "sort"),
+    lambda s, v: (lf.searchsorted(s.sort().values, v), lf.searchsorted(s.sort().values, v, right=True)),
+    lambda xp, s, v: (xp.searchsorted(xp.sort(s), v), xp.searchsorted(xp.sort(s), v, side="right")),
+    inputs=(A(6, distinct=True), A(3, 4)),
+    dtypes=(F32, I64),
+    out=lambda d: (I64, I64),
+    grad=False,
+)
+_sh(
+    "histc",
+    "histc",
+    lambda x: lf.histc(x, bins=5, min=-1.5, max=1.5),
+    lambda xp, x: xp.histogram(x, 5, (-1.5, 1.5))[0],
+    dtypes=(F32, F64),
+    grad=False,
+)
 _sh("tril", "tril", lambda x: x.tril(), lambda xp, x: xp.tril(x), dtypes=(F32, I64, BOOL))
 _sh("triu", "triu", lambda x: lf.triu(x, 1), lambda xp, x: xp.triu(x, 1), dtypes=(F32, I64))
 _sh("triu_neg", "triu", lambda x: x.triu(-1), lambda xp, x: xp.triu(x, -1), inputs=(A(4, 3),), dtypes=(F32,))

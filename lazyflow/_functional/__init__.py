@@ -3,23 +3,28 @@
 Each function validates and normalises its arguments (dims, shapes, dtypes) in Python, then makes exactly one call
 into the active interpreter with a primitive from the op table. Composite ops (``std_mean``, ``chunk`` ...) are
 written once on top of primitives and need no backward rule. The families mirror ``lazyflow/ops``, in import
-order: ``elementwise`` < ``shape`` < ``linalg`` < ``reduction`` < ``indexing`` < ``inplace`` < ``compare``.
+order: ``elementwise`` < ``shape`` < ``linalg`` < ``reduction`` < ``indexing`` < ``inplace`` < ``compare`` <
+``combine`` < ``search``.
 """
 
 from __future__ import annotations
 
-from . import compare, elementwise, indexing, inplace, linalg, reduction, shape
+from . import combine, compare, elementwise, indexing, inplace, linalg, reduction, search, shape
+from .combine import *
 from .compare import *
 from .elementwise import *
 from .indexing import *
 from .inplace import *
 from .linalg import *
 from .reduction import *
+from .search import *
 from .shape import *
 
 __all__ = sorted(
     {
+        *combine.__all__,
         *compare.__all__,
+        *search.__all__,
         *elementwise.__all__,
         *shape.__all__,
         *linalg.__all__,
@@ -34,12 +39,21 @@ _NOT_METHODS = frozenset(
     {
         "broadcast_shapes",
         "broadcast_tensors",
+        "block_diag",
+        "bucketize",
+        "cartesian_prod",
+        "cdist",
+        "combinations",
         "can_cast",
         "cat",
         "concat",
         "concatenate",
         "einsum",
         "hstack",
+        "meshgrid",
+        "searchsorted",
+        "tril_indices",
+        "triu_indices",
         "is_tensor",
         "one_hot",
         "pad",
