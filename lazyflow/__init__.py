@@ -90,6 +90,7 @@ from ._creation import (
     zeros_like,
 )
 from ._functional import *
+from . import linalg
 from ._legacy import (
     BFloat16Tensor,
     BoolTensor,

@@ -157,6 +157,7 @@ def _doc_signatures(obj, name: str) -> list[list[tuple[str, str]]]:
     sigs = []
     for i, raw in enumerate(lines):
         line = raw.strip().removeprefix(".. function::").removeprefix(".. method::").strip()
+        line = line.removeprefix("torch.linalg.").removeprefix("linalg.")  # how torch.linalg's docstrings name them
         if not line.startswith(name + "("):
             continue
         j = i
@@ -257,6 +258,7 @@ def _audit():
 #: torch's device/runtime namespaces and their lazyflow counterparts, audited function by function
 NAMESPACES = [
     (lf.cuda, torch.cuda, "cuda"),
+    (lf.linalg, torch.linalg, "linalg"),
     (lf.accelerator, torch.accelerator, "accelerator"),
     (lf.jit, torch.jit, "jit"),
     (lf.backends.cuda, torch.backends.cuda, "backends.cuda"),
