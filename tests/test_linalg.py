@@ -172,6 +172,8 @@ def test_singular_and_bad_inputs_raise():
         lf.compile(lambda x: L.inv(x))(sing)
     with pytest.raises(RuntimeError, match="positive-definite"):
         L.cholesky(sing)
+    with pytest.raises(RuntimeError, match="positive-definite"):
+        lf.compile(lambda x: L.cholesky(x, upper=True))(sing)
     with pytest.raises(RuntimeError, match="square"):
         L.inv(lf.ones(2, 3))
     with pytest.raises(RuntimeError, match="at least 2"):
@@ -196,3 +198,32 @@ def test_singular_and_bad_inputs_raise():
         L.lstsq(lf.eye(2), lf.ones(2, 1), driver="magic")
     with pytest.raises(RuntimeError, match="same number of rows"):
         L.lstsq(lf.eye(2), lf.ones(3, 1))
+
+
+def test_inv_ex_and_cholesky_ex_info_match_torch():
+    r = np.random.default_rng(4)
+    s = r.normal(size=(6, 4, 4))
+    mats = [
+        np.array([[1.0, 2.0], [2.0, 4.0]]),
+        np.array([[4.0, 2.0], [2.0, 3.0]]),
+        np.array([[0.0, 1.0], [1.0, 0.0]]),
+        s @ s.transpose(0, 2, 1) - 1.5 * np.eye(4),  # leading minors fail at different orders
+        s @ s.transpose(0, 2, 1) + np.eye(4),
+    ]
+    for m in mats:
+        got, want = L.cholesky_ex(lf.tensor(m)), T.cholesky_ex(torch.tensor(m))
+        _same_fields(got, want)
+        _close(got.info, want.info)
+        ok = (want.info == 0).numpy()
+        np.testing.assert_allclose(np.asarray(got.L)[ok], want.L.numpy()[ok], rtol=1e-10, atol=1e-12)
+        got, want = L.inv_ex(lf.tensor(m)), T.inv_ex(torch.tensor(m))
+        _same_fields(got, want)
+        _close(got.info, want.info)
+        ok = (want.info == 0).numpy()
+        np.testing.assert_allclose(np.asarray(got.inverse)[ok], want.inverse.numpy()[ok], rtol=1e-9, atol=1e-10)
+    info = lf.compile(lambda x: L.cholesky_ex(x, upper=True).info)(lf.tensor(mats[3]))
+    _close(info, T.cholesky_ex(torch.tensor(mats[3]), upper=True).info)
+    with pytest.raises(RuntimeError, match="positive-definite"):
+        L.cholesky_ex(lf.tensor(mats[0]), check_errors=True)
+    with pytest.raises(RuntimeError, match="singular"):
+        L.inv_ex(lf.tensor(mats[0]), check_errors=True)

@@ -1027,6 +1027,22 @@ case(
     ),
     **{**_LA, "inputs": (A(2, 3, 3), A(2, 3, 2))},
 )
+case(
+    "linalg_inv_ex",
+    "linalg_inv_ex",
+    lambda x: tuple(lf.linalg.inv_ex(_wc(x))),
+    lambda xp, x: (xp.linalg.inv(_wc_ref(xp, x)), xp.zeros(2, xp.int32)),
+    out=lambda d: (d, I32),
+    **_LA,
+)
+case(
+    "linalg_cholesky_ex",
+    "linalg_cholesky_ex",
+    lambda x: tuple(lf.linalg.cholesky_ex(_spd(x), upper=True)),
+    lambda xp, x: (xp.swapaxes(xp.linalg.cholesky(_spd_ref(xp, x)), -1, -2), xp.zeros(2, xp.int32)),
+    out=lambda d: (d, I32),
+    **_LA,
+)
 case("linalg_det", "linalg_det", lambda x: lf.linalg.det(x), lambda xp, x: xp.linalg.det(x), **_LA)
 case(
     "linalg_slogdet",

@@ -29,11 +29,13 @@ from ..ops.table import REGISTRY as R
 
 __all__ = [
     "cholesky",
+    "cholesky_ex",
     "cross",
     "det",
     "eigh",
     "eigvalsh",
     "inv",
+    "inv_ex",
     "lstsq",
     "matmul",
     "matrix_norm",
@@ -54,6 +56,8 @@ _Slogdet = collections.namedtuple("slogdet", ["sign", "logabsdet"])
 _QR = collections.namedtuple("qr", ["Q", "R"])
 _Eigh = collections.namedtuple("eigh", ["eigenvalues", "eigenvectors"])
 _SVD = collections.namedtuple("svd", ["U", "S", "Vh"])
+_InvEx = collections.namedtuple("inv_ex", ["inverse", "info"])
+_CholeskyEx = collections.namedtuple("cholesky_ex", ["L", "info"])
 _Lstsq = collections.namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 
@@ -150,6 +154,17 @@ def inv(A: Tensor) -> Tensor:
     return _apply(R["linalg_inv"], (_matrix("inv", A, square=True),))
 
 
+def inv_ex(A: Tensor, *, check_errors: bool = False):
+    """``(inverse, info)``: :func:`inv` without raising; ``info`` (int32 per matrix) is 0, or 1 + the index of the
+    first zero pivot of a singular matrix (whose inverse then holds infs/NaNs). ``check_errors=True`` raises as
+    :func:`inv` does."""
+    A = _matrix("inv_ex", A, square=True)
+    if check_errors:
+        return _InvEx(inv(A), A.new_zeros(A.shape[:-2], dtype=D.int32))
+    inverse, info = _apply(R["linalg_inv_ex"], (A,))
+    return _InvEx(inverse, info)
+
+
 def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     """The solution ``X`` of ``A X = B`` (``X A = B`` with ``left=False``); ``B`` may be a batch of vectors.
 
@@ -192,6 +207,17 @@ def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
         OpError: a matrix that is not positive-definite (torch's LinAlgError, eager).
     """
     return _apply(R["linalg_cholesky"], (_matrix("cholesky", A, square=True),), (builtins.bool(upper),))
+
+
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False):
+    """``(L, info)``: :func:`cholesky` without raising; ``info`` (int32 per matrix) is 0, or the order of the first
+    leading minor that is not positive-definite (then ``L`` holds NaNs from there, where torch leaves a partial
+    factor). ``check_errors=True`` raises as :func:`cholesky` does."""
+    A = _matrix("cholesky_ex", A, square=True)
+    if check_errors:
+        return _CholeskyEx(cholesky(A, upper=upper), A.new_zeros(A.shape[:-2], dtype=D.int32))
+    low, info = _apply(R["linalg_cholesky_ex"], (A,), (builtins.bool(upper),))
+    return _CholeskyEx(low, info)
 
 
 # ---------------------------------------------------------------- decompositions

@@ -3,6 +3,7 @@ call. Gradients are ``jax.vjp`` of the implementation (the standard matrix-calcu
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from .._core import dtypes as D
@@ -51,6 +52,25 @@ def _inv(a):
     return jnp.linalg.inv(a)
 
 
+def _first_bad(diag_ok):
+    """torch's ``info``: 1 + the index of the first failing diagonal position, 0 when none fails (int32)."""
+    n = diag_ok.shape[-1]
+    first = jnp.argmin(diag_ok, axis=-1)
+    return (
+        jnp.where(jnp.all(diag_ok, axis=-1), 0, first + 1).astype(jnp.int32)
+        if n
+        else jnp.zeros(diag_ok.shape[:-1], jnp.int32)
+    )
+
+
+@op("linalg_inv_ex", dtypes=_floating("inv_ex"))
+def _inv_ex(a):
+    """The inverse with torch's ``info`` (the first zero pivot of the LU factorization), without raising."""
+    lu = jax.lax.linalg.lu(a)[0] if a.shape[-1] else a
+    info = _first_bad(jnp.diagonal(lu, axis1=-2, axis2=-1) != 0)
+    return jnp.linalg.inv(a), info
+
+
 @op("linalg_solve", static=("left",), dtypes=_floating("solve"), check=lambda descs, statics: _SINGULAR)
 def _solve(a, b, *, left):
     if not left:  # X A = B  <=>  A^T X^T = B^T
@@ -75,6 +95,34 @@ def _slogdet(a):
 def _cholesky(a, *, upper):
     low = jnp.linalg.cholesky(a)
     return jnp.swapaxes(low, -1, -2) if upper else low
+
+
+@op("linalg_cholesky_ex", static=("upper",), dtypes=_floating("cholesky_ex"))
+def _cholesky_ex(a, *, upper):
+    """The factor with torch's ``info`` (the order of the first leading minor that is not positive), without
+    raising; where the factorization fails the factor holds NaNs (torch leaves a partial factor)."""
+    low = jnp.linalg.cholesky(a)
+    return (jnp.swapaxes(low, -1, -2) if upper else low), _cholesky_info(a)
+
+
+def _cholesky_info(a):
+    """The first pivot of an unpivoted Cholesky factorization that is not positive (1-based; 0 when none): jnp's
+    factor is all NaN on failure, so the position is found with a column-by-column pass."""
+    n = a.shape[-1]
+    rows = jnp.arange(n)
+
+    def body(k, carry):
+        low, info = carry
+        row = low[..., k, :]
+        d = a[..., k, k] - jnp.sum(row * row, -1)
+        info = jnp.where((info == 0) & ~(d > 0), k + 1, info)
+        lkk = jnp.sqrt(jnp.where(d > 0, d, 1))
+        col = (a[..., :, k] - jnp.sum(low * row[..., None, :], -1)) / lkk[..., None]
+        col = jnp.where(rows == k, lkk[..., None], jnp.where(rows > k, col, 0))
+        return low.at[..., :, k].set(col), info
+
+    info = jnp.zeros(a.shape[:-2], jnp.int32)
+    return jax.lax.fori_loop(0, n, body, (jnp.zeros_like(a), info))[1]
 
 
 @op("linalg_qr", static=("mode",), dtypes=_floating("qr"))
