@@ -73,5 +73,8 @@ _METHOD_ONLY = {
     **{n: getattr(elementwise, n) for n in ("elu", "hardtanh", "leaky_relu", "logsigmoid")},
 }
 
-METHODS = {**{n: globals()[n] for n in __all__ if n not in _NOT_METHODS}, **_METHOD_ONLY}
+# lf.<name> functions whose Tensor method _tensor.py defines itself (hot paths: no argument check)
+_OWN_METHODS = frozenset({"is_floating_point", "numel"})
+
+METHODS = {**{n: globals()[n] for n in __all__ if n not in _NOT_METHODS | _OWN_METHODS}, **_METHOD_ONLY}
 """name -> function attached to Tensor as a method (derived: nothing lists the names twice)."""
