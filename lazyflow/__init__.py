@@ -50,6 +50,7 @@ from ._core.errors import (
     NoCudaError,
     NotSupportedError,
 )
+from ._core.finfo import finfo, iinfo
 from ._core.precision import get_float32_matmul_precision, set_float32_matmul_precision
 from ._tensor import Tensor, from_jax
 from . import eager  # installs the eager interpreter
@@ -89,6 +90,7 @@ from ._creation import (
     zeros_like,
 )
 from ._functional import *
+from . import linalg
 from ._legacy import (
     BFloat16Tensor,
     BoolTensor,

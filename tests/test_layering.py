@@ -30,8 +30,12 @@ LAYERS = {
     "lazyflow._functional.reduction": 2.74,
     "lazyflow._functional.indexing": 2.75,
     "lazyflow._functional.inplace": 2.76,
+    "lazyflow._functional.compare": 2.77,  # isclose, allclose, equal, count_nonzero, queries
+    "lazyflow._functional.combine": 2.775,  # meshgrid, combinations, block_diag, kron, diff, cdist
+    "lazyflow._functional.search": 2.778,  # searchsorted, histc, unique, cummax, logcumsumexp
     "lazyflow._functional": 2.79,
     "lazyflow._indexing": 2.8,
+    "lazyflow.linalg": 2.82,  # torch.linalg: composites over _functional and the linalg primitives
     "lazyflow._legacy": 2.85,  # torch's legacy constructors (lf.Tensor(2, 3), lf.FloatTensor) and Tensor.type()
     "lazyflow._methods": 2.9,
     "lazyflow._grad_scaler": 2.93,  # torch.amp.GradScaler (duck-typed optimizers)

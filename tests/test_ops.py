@@ -942,7 +942,150 @@ _sh(
     dtypes=(F32,),
     out=lambda d: (d, I64),
 )
+
+
+def _running(xp, x, sign):
+    """(values, indices) of the running max (sign 1) or min (sign -1) along dim 1 of distinct values."""
+    n = x.shape[1]
+    seen = xp.tril(xp.ones((n, n))) > 0
+    y = xp.where(seen[None], sign * x[:, None, :], -xp.inf)
+    return sign * y.max(-1), y.argmax(-1)
+
+
+_sh(
+    "cummax",
+    "cummax",
+    lambda x: x.cummax(1),
+    lambda xp, x: _running(xp, x, 1),
+    inputs=(A(3, 5, distinct=True),),
+    dtypes=(F32, F64, I64),
+    out=lambda d: (d, I64),
+)
+_sh(
+    "cummin",
+    "cummin",
+    lambda x: lf.cummin(x, -1),
+    lambda xp, x: _running(xp, x, -1),
+    inputs=(A(3, 5, distinct=True),),
+    dtypes=(F32, I64),
+    out=lambda d: (d, I64),
+)
+_sh(
+    "logcumsumexp",
+    "logcumsumexp",
+    lambda x: x.logcumsumexp(1),
+    lambda xp, x: xp.log(xp.cumsum(xp.exp(x), 1)),
+    dtypes=(F32, F64),
+)
+_sh(
+    "searchsorted",
+    ("searchsorted", "sort"),
+    lambda s, v: (lf.searchsorted(s.sort().values, v), lf.searchsorted(s.sort().values, v, right=True)),
+    lambda xp, s, v: (xp.searchsorted(xp.sort(s), v), xp.searchsorted(xp.sort(s), v, side="right")),
+    inputs=(A(6, distinct=True), A(3, 4)),
+    dtypes=(F32, I64),
+    out=lambda d: (I64, I64),
+    grad=False,
+)
+_sh(
+    "histc",
+    "histc",
+    lambda x: lf.histc(x, bins=5, min=-1.5, max=1.5),
+    lambda xp, x: xp.histogram(x, 5, (-1.5, 1.5))[0],
+    dtypes=(F32, F64),
+    grad=False,
+)
 _sh("tril", "tril", lambda x: x.tril(), lambda xp, x: xp.tril(x), dtypes=(F32, I64, BOOL))
+
+
+# ---------------------------------------------------------------- lf.linalg (well-conditioned inputs: x + 4 I)
+def _wc(x):
+    return x + 4 * lf.eye(x.shape[-1], dtype=x.dtype)
+
+
+def _wc_ref(xp, x):
+    return x + 4 * xp.eye(x.shape[-1])
+
+
+def _spd(x):
+    return x @ x.mT + lf.eye(x.shape[-1], dtype=x.dtype)
+
+
+def _spd_ref(xp, x):
+    return x @ xp.swapaxes(x, -1, -2) + xp.eye(x.shape[-1])
+
+
+_LA = dict(inputs=(A(2, 3, 3),), dtypes=(F32, F64), rtol=1e-4, atol=1e-5, grtol=1e-3, gatol=1e-4)
+case("linalg_inv", "linalg_inv", lambda x: lf.linalg.inv(_wc(x)), lambda xp, x: xp.linalg.inv(_wc_ref(xp, x)), **_LA)
+case(
+    "linalg_solve",
+    "linalg_solve",
+    lambda x, b: (lf.linalg.solve(_wc(x), b), lf.linalg.solve(_wc(x), b.mT, left=False)),
+    lambda xp, x, b: (
+        xp.linalg.solve(_wc_ref(xp, x), b),
+        xp.swapaxes(xp.linalg.solve(xp.swapaxes(_wc_ref(xp, x), -1, -2), b), -1, -2),
+    ),
+    **{**_LA, "inputs": (A(2, 3, 3), A(2, 3, 2))},
+)
+case(
+    "linalg_inv_ex",
+    "linalg_inv_ex",
+    lambda x: tuple(lf.linalg.inv_ex(_wc(x))),
+    lambda xp, x: (xp.linalg.inv(_wc_ref(xp, x)), xp.zeros(2, xp.int32)),
+    out=lambda d: (d, I32),
+    **_LA,
+)
+case(
+    "linalg_cholesky_ex",
+    "linalg_cholesky_ex",
+    lambda x: tuple(lf.linalg.cholesky_ex(_spd(x), upper=True)),
+    lambda xp, x: (xp.swapaxes(xp.linalg.cholesky(_spd_ref(xp, x)), -1, -2), xp.zeros(2, xp.int32)),
+    out=lambda d: (d, I32),
+    **_LA,
+)
+case("linalg_det", "linalg_det", lambda x: lf.linalg.det(x), lambda xp, x: xp.linalg.det(x), **_LA)
+case(
+    "linalg_slogdet",
+    "linalg_slogdet",
+    lambda x: tuple(lf.linalg.slogdet(x)),
+    lambda xp, x: tuple(xp.linalg.slogdet(x)),
+    **_LA,
+)
+case(
+    "linalg_cholesky",
+    "linalg_cholesky",
+    lambda x: (lf.linalg.cholesky(_spd(x)), lf.linalg.cholesky(_spd(x), upper=True)),
+    lambda xp, x: (xp.linalg.cholesky(_spd_ref(xp, x)), xp.swapaxes(xp.linalg.cholesky(_spd_ref(xp, x)), -1, -2)),
+    **_LA,
+)
+case(  # Q and R are unique up to column signs: compare the invariants Q R and |R|
+    "linalg_qr",
+    "linalg_qr",
+    lambda x: (lambda q, r: (q @ r, r.abs()))(*lf.linalg.qr(x)),
+    lambda xp, x: (x, xp.abs(xp.linalg.qr(x)[1])),
+    **{**_LA, "inputs": (A(2, 4, 3),)},
+)
+case(
+    "linalg_eigh",
+    "linalg_eigh",
+    lambda x: (lambda w, v: (w, (v * w.unsqueeze(-2)) @ v.mT))(*lf.linalg.eigh(x + x.mT)),
+    lambda xp, x: (xp.linalg.eigh(x + xp.swapaxes(x, -1, -2))[0], x + xp.swapaxes(x, -1, -2)),
+    **_LA,
+)
+case(
+    "linalg_svd",
+    "linalg_svd",
+    lambda x: (lambda u, s, vh: (s, (u * s.unsqueeze(-2)) @ vh))(*lf.linalg.svd(x, full_matrices=False)),
+    lambda xp, x: (xp.linalg.svd(x, compute_uv=False), x),
+    **{**_LA, "inputs": (A(2, 4, 3),)},
+)
+case(
+    "linalg_svdvals",
+    "linalg_svdvals",
+    lambda x: lf.linalg.svdvals(x),
+    lambda xp, x: xp.linalg.svd(x, compute_uv=False),
+    **{**_LA, "inputs": (A(2, 3, 4),)},
+)
 _sh("triu", "triu", lambda x: lf.triu(x, 1), lambda xp, x: xp.triu(x, 1), dtypes=(F32, I64))
 _sh("triu_neg", "triu", lambda x: x.triu(-1), lambda xp, x: xp.triu(x, -1), inputs=(A(4, 3),), dtypes=(F32,))
 _sh("diagonal", "diagonal", lambda x: x.diagonal(1, 1, 2), lambda xp, x: xp.diagonal(x, 1, 1, 2))

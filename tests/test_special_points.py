@@ -338,6 +338,10 @@ sp(
 sp("sort_ties_desc", "sort", lambda x: x.sort(1, descending=True), lambda x: x.sort(1, descending=True), _TIES)
 sp("topk_ties", "topk", lambda x: x.topk(2, 1), lambda x: x.topk(2, 1), _TIES)
 sp("topk_ties_smallest", "topk", lambda x: x.topk(2, 1, largest=False), lambda x: x.topk(2, 1, largest=False), _TIES)
+sp("cummax_ties", "cummax", lambda x: x.cummax(1), lambda x: x.cummax(1), _TIES)
+sp("cummin_ties", "cummin", lambda x: lf.cummin(x, 0), lambda x: torch.cummin(x, 0), _TIES)
+_LCSE = np.array([[-np.inf, 0.0, -np.inf], [-np.inf, -np.inf, 1.0], [1e3, 1e3, -1e3], [0.0, 0.0, 0.0]])
+sp("logcumsumexp_inf", "logcumsumexp", lambda x: x.logcumsumexp(1), lambda x: x.logcumsumexp(1), _LCSE)
 
 _CONST = np.array([[1.0, 1, 1], [0.1, 0.1, 0.1], [0, 0, 0], [-3, -3, -3], [1, 2, 4]])
 sp("std_constant", "std", lambda x: x.std(1), lambda x: x.std(1), _CONST)
@@ -635,6 +639,23 @@ EXEMPT = {
     "rnn": "tanh/sigmoid cells are smooth; the relu cell's kink at 0 is "
     "tests/test_nn_rnn.py::test_relu_rnn_gradient_at_zero_like_torch",
     "rnn_cell": "as rnn (one step of the same gate function)",
+    **{
+        name: "smooth wherever it is defined; its special points (singular or repeated-eigenvalue matrices) are "
+        "where torch's gradient is undefined too. Values and gradients against torch: tests/test_linalg.py"
+        for name in (
+            "linalg_inv",
+            "linalg_inv_ex",
+            "linalg_cholesky_ex",
+            "linalg_solve",
+            "linalg_det",
+            "linalg_slogdet",
+            "linalg_cholesky",
+            "linalg_qr",
+            "linalg_eigh",
+            "linalg_svd",
+            "linalg_svdvals",
+        )
+    },
 }
 
 

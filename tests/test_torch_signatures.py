@@ -76,6 +76,11 @@ ERRATA = {
     ),
     ("torch.from_numpy", "ndarray"): (NOT_A_KEYWORD, lambda *a, **k: torch.from_numpy(*a, **k), np.ones(2)),
     ("F.one_hot", "tensor"): ("input", lambda *a, **k: TF.one_hot(*a, num_classes=3, **k), torch.tensor([1])),
+    ("torch.searchsorted", "values"): (
+        "input",
+        lambda *a, **k: torch.searchsorted(torch.tensor([1.0, 2.0]), *a, **k),
+        torch.tensor([1.5]),
+    ),
     ("Tensor.bmm", "batch2"): ("mat2", lambda *a, **k: torch.ones(1, 2, 2).bmm(*a, **k), torch.ones(1, 2, 2)),
     ("Tensor.matmul", "tensor2"): ("other", lambda *a, **k: _x().matmul(*a, **k), _x()),
     ("Tensor.dot", "other"): ("tensor", lambda *a, **k: torch.ones(2).dot(*a, **k), torch.ones(2)),
@@ -152,6 +157,7 @@ def _doc_signatures(obj, name: str) -> list[list[tuple[str, str]]]:
     sigs = []
     for i, raw in enumerate(lines):
         line = raw.strip().removeprefix(".. function::").removeprefix(".. method::").strip()
+        line = line.removeprefix("torch.linalg.").removeprefix("linalg.")  # how torch.linalg's docstrings name them
         if not line.startswith(name + "("):
             continue
         j = i
@@ -252,6 +258,7 @@ def _audit():
 #: torch's device/runtime namespaces and their lazyflow counterparts, audited function by function
 NAMESPACES = [
     (lf.cuda, torch.cuda, "cuda"),
+    (lf.linalg, torch.linalg, "linalg"),
     (lf.accelerator, torch.accelerator, "accelerator"),
     (lf.jit, torch.jit, "jit"),
     (lf.backends.cuda, torch.backends.cuda, "backends.cuda"),

@@ -3,21 +3,35 @@
 Each function validates and normalises its arguments (dims, shapes, dtypes) in Python, then makes exactly one call
 into the active interpreter with a primitive from the op table. Composite ops (``std_mean``, ``chunk`` ...) are
 written once on top of primitives and need no backward rule. The families mirror ``lazyflow/ops``, in import
-order: ``elementwise`` < ``shape`` < ``linalg`` < ``reduction`` < ``indexing`` < ``inplace``.
+order: ``elementwise`` < ``shape`` < ``linalg`` < ``reduction`` < ``indexing`` < ``inplace`` < ``compare`` <
+``combine`` < ``search``.
 """
 
 from __future__ import annotations
 
-from . import elementwise, indexing, inplace, linalg, reduction, shape
+from . import combine, compare, elementwise, indexing, inplace, linalg, reduction, search, shape
+from .combine import *
+from .compare import *
 from .elementwise import *
 from .indexing import *
 from .inplace import *
 from .linalg import *
 from .reduction import *
+from .search import *
 from .shape import *
 
 __all__ = sorted(
-    {*elementwise.__all__, *shape.__all__, *linalg.__all__, *reduction.__all__, *indexing.__all__, *inplace.__all__}
+    {
+        *combine.__all__,
+        *compare.__all__,
+        *search.__all__,
+        *elementwise.__all__,
+        *shape.__all__,
+        *linalg.__all__,
+        *reduction.__all__,
+        *indexing.__all__,
+        *inplace.__all__,
+    }
 )
 
 # lf.<name> functions that torch.Tensor has no method for (Tensor.where(cond, y) has its own argument order)
@@ -25,12 +39,22 @@ _NOT_METHODS = frozenset(
     {
         "broadcast_shapes",
         "broadcast_tensors",
+        "block_diag",
+        "bucketize",
+        "cartesian_prod",
+        "cdist",
+        "combinations",
         "can_cast",
         "cat",
         "concat",
         "concatenate",
         "einsum",
         "hstack",
+        "meshgrid",
+        "searchsorted",
+        "tril_indices",
+        "triu_indices",
+        "is_tensor",
         "one_hot",
         "pad",
         "result_type",
@@ -49,5 +73,8 @@ _METHOD_ONLY = {
     **{n: getattr(elementwise, n) for n in ("elu", "hardtanh", "leaky_relu", "logsigmoid")},
 }
 
-METHODS = {**{n: globals()[n] for n in __all__ if n not in _NOT_METHODS}, **_METHOD_ONLY}
+# lf.<name> functions whose Tensor method _tensor.py defines itself (hot paths: no argument check)
+_OWN_METHODS = frozenset({"is_floating_point", "numel"})
+
+METHODS = {**{n: globals()[n] for n in __all__ if n not in _NOT_METHODS | _OWN_METHODS}, **_METHOD_ONLY}
 """name -> function attached to Tensor as a method (derived: nothing lists the names twice)."""

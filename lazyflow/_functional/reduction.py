@@ -240,7 +240,7 @@ def logsumexp(input: Tensor, dim, keepdim: bool = False) -> Tensor:
     return _reduce("logsumexp", input, dim, keepdim)
 
 
-def norm(input: Tensor, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+def norm(input: Tensor, p: builtins.float | str | None = "fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     """Vector p-norm over ``dim`` (all elements when None); ``"fro"`` and None mean the 2-norm.
 
     Args:
