@@ -13,6 +13,7 @@ from . import (
     rnn,
     sparse,
     transformer,
+    upsampling,
     utils,
 )
 from .activation import *
@@ -27,6 +28,7 @@ from .pooling import *
 from .rnn import *
 from .sparse import *
 from .transformer import *
+from .upsampling import *
 
 __all__ = [
     n
@@ -43,6 +45,7 @@ __all__ = [
         normalization,
         transformer,
         rnn,
+        upsampling,
     )
     for n in m.__all__
 ]
