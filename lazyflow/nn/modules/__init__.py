@@ -6,6 +6,7 @@ from . import (
     conv,
     dropout,
     flatten,
+    fold,
     linear,
     loss,
     normalization,
@@ -21,6 +22,7 @@ from .container import *
 from .conv import *
 from .dropout import *
 from .flatten import *
+from .fold import *
 from .linear import *
 from .loss import *
 from .normalization import *
@@ -46,6 +48,7 @@ __all__ = [
         transformer,
         rnn,
         upsampling,
+        fold,
     )
     for n in m.__all__
 ]
