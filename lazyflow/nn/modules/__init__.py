@@ -14,6 +14,7 @@ from . import (
     rnn,
     sparse,
     transformer,
+    transformer_decoder,
     upsampling,
     utils,
 )
@@ -30,6 +31,7 @@ from .pooling import *
 from .rnn import *
 from .sparse import *
 from .transformer import *
+from .transformer_decoder import *
 from .upsampling import *
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
         pooling,
         normalization,
         transformer,
+        transformer_decoder,
         rnn,
         upsampling,
         fold,
