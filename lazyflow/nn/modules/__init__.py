@@ -10,6 +10,7 @@ from . import (
     linear,
     loss,
     normalization,
+    padding,
     pooling,
     rnn,
     sparse,
@@ -27,6 +28,7 @@ from .fold import *
 from .linear import *
 from .loss import *
 from .normalization import *
+from .padding import *
 from .pooling import *
 from .rnn import *
 from .sparse import *
@@ -52,6 +54,7 @@ __all__ = [
         rnn,
         upsampling,
         fold,
+        padding,
     )
     for n in m.__all__
 ]
