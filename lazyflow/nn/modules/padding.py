@@ -31,8 +31,8 @@ __all__ = [
 
 def _expand(padding: int | Sequence[int], nd: int) -> tuple[int, ...]:
     """An int pads every side (torch's ``_pair``/``_quadruple``/``_ntuple(6)``); a sequence is kept as given."""
-    if isinstance(padding, int) and not isinstance(padding, bool):
-        return (padding,) * (2 * nd)
+    if isinstance(padding, int):
+        return (int(padding),) * (2 * nd)
     return tuple(padding)
 
 
