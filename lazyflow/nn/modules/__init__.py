@@ -12,6 +12,7 @@ from . import (
     normalization,
     padding,
     pooling,
+    pooling_more,
     rnn,
     sparse,
     transformer,
@@ -30,6 +31,7 @@ from .loss import *
 from .normalization import *
 from .padding import *
 from .pooling import *
+from .pooling_more import *
 from .rnn import *
 from .sparse import *
 from .transformer import *
@@ -55,6 +57,7 @@ __all__ = [
         upsampling,
         fold,
         padding,
+        pooling_more,
     )
     for n in m.__all__
 ]
