@@ -107,3 +107,15 @@ def test_bad_input_raises_like_torch(fn, shape, err, pat):
         fn(F, lf.tensor(a))
     with pytest.raises((RuntimeError, IndexError)):
         fn(TF, torch.tensor(a))
+
+
+def test_empty_batch_like_torch():
+    a = np.zeros((0, 8, 4, 4), np.float32)
+    for fn in (lambda m, x: m.unfold(x, 2), lambda m, x: m.pixel_shuffle(x, 2)):
+        assert tuple(fn(F, lf.tensor(a)).shape) == tuple(fn(TF, torch.tensor(a)).shape)
+    # torch 2.13 hands an empty input to pixel_unshuffle back unchanged ((0, 8, 4, 4)); lazyflow keeps the
+    # documented (*, C * r^2, H / r, W / r), which torch itself gives for every non-empty input
+    assert tuple(TF.pixel_unshuffle(torch.tensor(a), 2).shape) == (0, 8, 4, 4)
+    assert tuple(F.pixel_unshuffle(lf.tensor(a), 2).shape) == (0, 32, 2, 2)
+    c = np.zeros((0, 8, 6), np.float32)
+    assert tuple(F.fold(lf.tensor(c), (3, 4), 2).shape) == tuple(TF.fold(torch.tensor(c), (3, 4), 2).shape)

@@ -177,3 +177,10 @@ def test_bad_dtype_and_type():
         F.interpolate(lf.tensor(np.zeros((1, 1, 4), np.int64)), size=3, mode="linear")
     with pytest.raises(TypeError, match="lazyflow Tensor"):
         F.interpolate(np.zeros((1, 1, 4)), size=3)  # type: ignore[arg-type]
+
+
+def test_empty_batch_like_torch():
+    a = np.zeros((0, 2, 4, 4), np.float32)
+    for kw in (dict(scale_factor=2, mode="bilinear"), dict(size=(3, 5), mode="bicubic", antialias=True)):
+        want = tuple(TF.interpolate(torch.tensor(a), **kw).shape)
+        assert tuple(F.interpolate(lf.tensor(a), **kw).shape) == want == (0, 2) + want[2:]
