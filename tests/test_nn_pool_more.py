@@ -1,5 +1,5 @@
-"""lp_pool1d/2d, adaptive_max_pool1d/2d (functional and layers) against torch 2.13: forward, indices and input
-gradient, eager and compiled, first-maximum tie rule, repr, bad input."""
+"""lp_pool1d/2d/3d, adaptive_max_pool1d/2d/3d, max/avg/adaptive_avg_pool3d (functional and layers) against
+torch 2.13: forward, indices and input gradient, eager and compiled, first-maximum tie rule, repr, bad input."""
 
 from __future__ import annotations
 
@@ -23,8 +23,17 @@ CASES = [
     ("lp1d-ceil", lambda m, x: m.lp_pool1d(x.abs() + 0.1, 3, 2, ceil_mode=True), (2, 3, 7)),
     ("lp2d-inf", lambda m, x: m.lp_pool2d(x, math.inf, (2, 3)), (2, 3, 7, 8)),
     ("lp1d-frac", lambda m, x: m.lp_pool1d(x.abs() + 0.1, 1.5, 3), (2, 3, 7)),
+    (
+        "max3d-idx",
+        lambda m, x: m.max_pool3d(x, (2, 3, 2), (1, 2, 2), (1, 1, 0), ceil_mode=True, return_indices=True),
+        (2, 3, 5, 6, 7),
+    ),
+    ("avg3d", lambda m, x: m.avg_pool3d(x, (2, 3, 2), (1, 2, 2), (1, 1, 0), True, False), (2, 3, 5, 6, 7)),
+    ("aavg3d", lambda m, x: m.adaptive_avg_pool3d(x, (2, None, 3)), (2, 3, 5, 6, 7)),
+    ("amax3d-idx-unbatched", lambda m, x: m.adaptive_max_pool3d(x, (2, 4, 3), return_indices=True), (3, 5, 6, 7)),
+    ("lp3d", lambda m, x: m.lp_pool3d(x, 2, 2), (2, 3, 4, 4, 5)),
 ]
-COMPILED = {"amax2d-idx", "lp2d"}
+COMPILED = {"amax2d-idx", "lp2d", "max3d-idx"}
 _LF = {cid: (lambda f: lambda x: f(F, x))(fn) for cid, fn, _ in CASES}
 
 
@@ -82,6 +91,17 @@ def test_layers_match_torch_and_repr():
             np.testing.assert_array_equal(yl[1].numpy(), yt[1].numpy())
             yl, yt = yl[0], yt[0]
         np.testing.assert_allclose(yl.numpy(), yt.numpy(), rtol=1e-5, atol=1e-6)
+    v = np.abs(np.random.default_rng(6).standard_normal((1, 2, 4, 5, 6)).astype(np.float32)) + 0.1
+    for name, args in [
+        ("MaxPool3d", (2,)),
+        ("AvgPool3d", (2, 1, 1)),
+        ("AdaptiveAvgPool3d", ((2, None, 3),)),
+        ("LPPool3d", (2, 2)),
+        ("AdaptiveMaxPool3d", (2,)),
+    ]:
+        lm, tm = getattr(lf.nn, name)(*args), getattr(torch.nn, name)(*args)
+        assert repr(lm) == repr(tm)
+        np.testing.assert_allclose(lm(lf.tensor(v)).numpy(), tm(torch.tensor(v)).numpy(), rtol=1e-5, atol=1e-6)
     b = np.abs(a[:, :, 0]) + 0.1
     for lm, tm in [
         (lf.nn.AdaptiveMaxPool1d(3), torch.nn.AdaptiveMaxPool1d(3)),
@@ -100,6 +120,8 @@ def test_bad_input():
         F.adaptive_max_pool2d(lf.zeros(1, 2, 4, 4), (1, 2, 3))
     with pytest.raises(lf.ShapeError, match=r"AdaptiveMaxPool1d"):
         lf.nn.AdaptiveMaxPool1d(2)(lf.zeros(1, 2, 3, 4))
+    with pytest.raises(lf.ShapeError, match=r"MaxPool3d.*D, H, W"):
+        lf.nn.MaxPool3d(2)(lf.zeros(2, 3, 4))
     with pytest.raises(lf.ShapeError, match="too small"):
         F.lp_pool2d(lf.zeros(1, 1, 2, 2), 2, 3)
     with pytest.raises(RuntimeError):

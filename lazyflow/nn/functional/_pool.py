@@ -18,11 +18,28 @@ from ..._core.errors import ShapeError
 from ..._creation import as_tensor
 from ..._tensor import Tensor
 from ._activation import relu
-from ._conv import IntOrTuple, _batched, _ntuple, avg_pool1d, avg_pool2d, max_pool1d, max_pool2d
+from ._conv import (
+    IntOrTuple,
+    _adaptive,
+    _avg_pool,
+    _batched,
+    _max_pool,
+    _ntuple,
+    avg_pool1d,
+    avg_pool2d,
+    max_pool1d,
+    max_pool2d,
+)
 
 __all__ = [
+    "max_pool3d",
+    "avg_pool3d",
+    "adaptive_avg_pool3d",
     "lp_pool1d",
     "lp_pool2d",
+    "lp_pool3d",
+    "adaptive_max_pool3d",
+    "adaptive_max_pool3d_with_indices",
     "adaptive_max_pool1d",
     "adaptive_max_pool2d",
     "adaptive_max_pool1d_with_indices",
@@ -30,16 +47,51 @@ __all__ = [
 ]
 
 
+def max_pool3d(
+    input: Tensor,
+    kernel_size: IntOrTuple,
+    stride: IntOrTuple | None = None,
+    padding: IntOrTuple = 0,
+    dilation: IntOrTuple = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+):
+    """3-D max pooling over ``(N, C, D, H, W)`` or ``(C, D, H, W)``; arguments as :func:`max_pool2d` (indices are
+    flat ``(d * H + h) * W + w``)."""
+    return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def avg_pool3d(
+    input: Tensor,
+    kernel_size: IntOrTuple,
+    stride: IntOrTuple | None = None,
+    padding: IntOrTuple = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
+    """3-D average pooling over ``(N, C, D, H, W)`` or ``(C, D, H, W)``; arguments as :func:`avg_pool2d`."""
+    return _avg_pool(
+        "avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+    )
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size: int | Sequence[int | None]) -> Tensor:
+    """Adaptive average pooling of ``(N, C, D, H, W)`` to ``output_size`` with torch's bins (None keeps a dim)."""
+    return _adaptive("adaptive_avg_pool3d", 3, input, output_size)
+
+
+_MAXP = {1: max_pool1d, 2: max_pool2d, 3: max_pool3d}
+_AVGP = {1: avg_pool1d, 2: avg_pool2d, 3: avg_pool3d}
+
+
 def _lp(fn, nd, input, norm_type, kernel_size, stride, ceil_mode):
     if norm_type == math.inf:
-        mp = max_pool1d if nd == 1 else max_pool2d
-        return mp(input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+        return _MAXP[nd](input.abs(), kernel_size, stride, 0, 1, ceil_mode)
     if norm_type == -math.inf:
-        mp = max_pool1d if nd == 1 else max_pool2d
-        return -mp(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+        return -_MAXP[nd](-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
     k = _ntuple(kernel_size, nd, "kernel_size", fn)
-    ap = avg_pool1d if nd == 1 else avg_pool2d
-    out = ap(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
+    out = _AVGP[nd](input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
     return (out.sign() * relu(out.abs())).mul(math.prod(k)).pow(1.0 / norm_type)
 
 
@@ -60,6 +112,13 @@ def lp_pool2d(
         as :func:`avg_pool2d`.
     """
     return _lp("lp_pool2d", 2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(
+    input: Tensor, norm_type: float, kernel_size: IntOrTuple, stride: IntOrTuple | None = None, ceil_mode: bool = False
+) -> Tensor:
+    """Power-average pooling over windows of ``(N, C, D, H, W)``; see :func:`lp_pool2d`."""
+    return _lp("lp_pool3d", 3, input, norm_type, kernel_size, stride, ceil_mode)
 
 
 def _bin_table(sp: Sequence[int], out: Sequence[int]) -> np.ndarray:
@@ -140,4 +199,18 @@ def adaptive_max_pool2d(input: Tensor, output_size: int | Sequence[int | None], 
         ShapeError: wrong rank or non-positive sizes. ValueError: a malformed ``output_size``.
     """
     y, i = _adaptive_max("adaptive_max_pool2d", 2, input, output_size)
+    return (y, i) if return_indices else y
+
+
+def adaptive_max_pool3d_with_indices(
+    input: Tensor, output_size: int | Sequence[int | None], return_indices: bool = False
+) -> tuple[Tensor, Tensor]:
+    """:func:`adaptive_max_pool3d` returning ``(values, indices)``."""
+    return _adaptive_max("adaptive_max_pool3d", 3, input, output_size)
+
+
+def adaptive_max_pool3d(input: Tensor, output_size: int | Sequence[int | None], return_indices: bool = False):
+    """Adaptive max pooling of ``(N, C, D, H, W)`` / ``(C, D, H, W)``; see :func:`adaptive_max_pool2d` (indices
+    are flat ``(d * H + h) * W + w``)."""
+    y, i = _adaptive_max("adaptive_max_pool3d", 3, input, output_size)
     return (y, i) if return_indices else y
