@@ -63,7 +63,7 @@ _NOT_METHODS = frozenset(
         "where",
     }
 )
-# Tensor methods without an lf.<name> function: every in-place function, and four activations
+# Tensor methods without an lf.<name> function: every in-place function, four activations and unfold
 _METHOD_ONLY = {
     **{
         n: f
@@ -71,6 +71,7 @@ _METHOD_ONLY = {
         if not n.startswith("_") and n.endswith("_") and getattr(f, "__module__", "") == inplace.__name__
     },
     **{n: getattr(elementwise, n) for n in ("elu", "hardtanh", "leaky_relu", "logsigmoid")},
+    "unfold": indexing.tensor_unfold,  # torch has no top-level unfold
 }
 
 # lf.<name> functions whose Tensor method _tensor.py defines itself (hot paths: no argument check)

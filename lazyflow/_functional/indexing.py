@@ -10,7 +10,7 @@ import numpy as np
 
 from .._core import dtypes as D
 from .._core.checks import defer_bounds
-from .._core.errors import DTypeError, IndexOutOfRangeError, OpError, ShapeError
+from .._core.errors import DTypeError, IndexOutOfRangeError, OpError, ShapeError, ValueRangeError
 from .._creation import tensor
 from .._tensor import Tensor, _concrete, _dim, _Tracer
 from ..ops.table import REGISTRY as R
@@ -393,3 +393,27 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
                     f"{input.ndim - 1 - i} of size {n} (input shape {list(input.shape)})"
                 )
     return _apply(R["pad"], (input,), (pad, mode, 0.0 if value is None else value))
+
+
+def tensor_unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """``Tensor.unfold``: every slice of length ``size`` along ``dimension``, ``step`` apart, as a new last dim.
+
+    The result has ``dimension`` of length ``(n - size) // step + 1`` and a trailing dim of length ``size``. torch
+    returns a view that shares memory; lazyflow returns a copy (one gather), so writes to it do not reach ``self``.
+
+    Raises:
+        ShapeError: ``size`` larger than the dimension. ValueRangeError: ``step`` not positive.
+    """
+    if self.ndim == 0:
+        return tensor_unfold(self.reshape(1), 0, size, step).reshape(builtins.int(size))
+    d = _dim(dimension, self.ndim)
+    n, size, step = self.shape[d], builtins.int(size), builtins.int(step)
+    if step <= 0:
+        raise ValueRangeError(f"unfold: step is {step} but must be > 0")
+    if size < 0 or size > n:
+        raise ShapeError(f"unfold: maximum size for tensor at dimension {d} is {n} but size is {size}")
+    count = (n - size) // step + 1
+    idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    y = index_select(self, d, tensor(idx))
+    y = y.reshape(*self.shape[:d], count, size, *self.shape[d + 1 :])
+    return y.movedim(d + 1, -1)

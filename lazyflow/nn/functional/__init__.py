@@ -3,12 +3,17 @@
 Each private module lists its public names in ``__all__``; this package re-exports all of them.
 """
 
-from . import _activation, _attention, _conv, _linear, _loss, _norm
+from . import _activation, _attention, _conv, _fold, _interpolate, _linear, _loss, _norm, _pool
 from ._activation import *
 from ._attention import *
 from ._conv import *
+from ._fold import *
+from ._interpolate import *
 from ._linear import *
 from ._loss import *
 from ._norm import *
+from ._pool import *
 
-__all__ = [n for m in (_activation, _linear, _loss, _conv, _norm, _attention) for n in m.__all__]
+__all__ = [
+    n for m in (_activation, _linear, _loss, _conv, _norm, _attention, _interpolate, _fold, _pool) for n in m.__all__
+]

@@ -6,13 +6,18 @@ from . import (
     conv,
     dropout,
     flatten,
+    fold,
     linear,
     loss,
     normalization,
+    padding,
     pooling,
+    pooling_more,
     rnn,
     sparse,
     transformer,
+    transformer_decoder,
+    upsampling,
     utils,
 )
 from .activation import *
@@ -20,13 +25,18 @@ from .container import *
 from .conv import *
 from .dropout import *
 from .flatten import *
+from .fold import *
 from .linear import *
 from .loss import *
 from .normalization import *
+from .padding import *
 from .pooling import *
+from .pooling_more import *
 from .rnn import *
 from .sparse import *
 from .transformer import *
+from .transformer_decoder import *
+from .upsampling import *
 
 __all__ = [
     n
@@ -42,7 +52,12 @@ __all__ = [
         pooling,
         normalization,
         transformer,
+        transformer_decoder,
         rnn,
+        upsampling,
+        fold,
+        padding,
+        pooling_more,
     )
     for n in m.__all__
 ]

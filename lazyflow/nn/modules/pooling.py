@@ -11,7 +11,7 @@ from .conv import layer_shape_error
 
 __all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"]
 
-_SP = {1: "L", 2: "H, W"}
+_SP = {1: "L", 2: "H, W", 3: "D, H, W"}
 
 
 def _check(layer: Module, input: Tensor, nd: int) -> None:
