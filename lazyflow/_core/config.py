@@ -8,6 +8,11 @@
   kernels dispatch about 40% faster synchronously on CPU.
 * The compile cache across runs is switched on (``LAZYFLOW_COMPILE_CACHE=0`` leaves it off): see
   :mod:`lazyflow._core.compile_cache` and :mod:`lazyflow.config`.
+* XLA's CPU backend may use oneDNN (``--xla_cpu_use_onednn=true`` is added to ``XLA_FLAGS`` before JAX's backend
+  starts): measured A/B on 2 quiet cores, a ResNet-18 (64x64) ``lf.nn.Graph`` step ~1.1x faster, a small CNN's
+  eager step ~1.15x, other cases within noise; XNNPACK was slower on ResNet-18 (BENCHMARKS.md). A value you put in
+  ``XLA_FLAGS`` yourself wins; ``LAZYFLOW_XLA_DEFAULTS=0`` adds nothing. Nothing changes when JAX's backend was
+  started before lazyflow was imported.
 * ``LAZYFLOW_GRAPH_INDEX_CHECKS=0`` starts the process with graph mode's deferred index checks off (see
   :mod:`lazyflow._core.checks`; ``lf.graph.set_index_checks`` switches them at run time). Default: on.
 """
@@ -18,6 +23,28 @@ import os
 
 import jax
 
+try:  # private: whether a backend has started (then XLA_FLAGS has been read already)
+    from jax._src import xla_bridge as _xla_bridge
+except ImportError:  # pragma: no cover - a JAX without it: assume not started
+    _xla_bridge = None
+
+XLA_CPU_DEFAULTS = ("--xla_cpu_use_onednn=true",)
+
+
+def _apply_xla_defaults() -> tuple[str, ...]:
+    """Add lazyflow's XLA CPU defaults to ``XLA_FLAGS`` (those the user has not set); returns what was added."""
+    if os.environ.get("LAZYFLOW_XLA_DEFAULTS", "1") == "0":
+        return ()
+    if getattr(_xla_bridge, "_backends", None):  # a backend already started: XLA_FLAGS was read
+        return ()
+    current = os.environ.get("XLA_FLAGS", "")
+    added = tuple(f for f in XLA_CPU_DEFAULTS if f.split("=")[0] not in current)
+    if added:
+        os.environ["XLA_FLAGS"] = " ".join([current, *added]).strip()
+    return added
+
+
+XLA_DEFAULTS_ADDED = _apply_xla_defaults()
 X64 = os.environ.get("LAZYFLOW_X64", "1") != "0"
 GRAPH_INDEX_CHECKS = os.environ.get("LAZYFLOW_GRAPH_INDEX_CHECKS", "1") != "0"
 if X64:
