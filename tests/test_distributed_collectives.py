@@ -1,6 +1,6 @@
 """Eager collectives, DistributedDataParallel and DataParallel.
 
-* tests/_dist_scripts/mp_collectives.py runs under the launcher with 1, 2 and 4 processes (one CPU device each,
+* tests/_dist_scripts/mp_collectives.py runs under the launcher with 2 and 4 processes (one CPU device each,
   loopback): every collective vs numpy on the stacked per-rank values, sub-groups, mismatched calls across ranks,
   bad arguments, DDP training vs plain JAX on the concatenated batch, no_sync, and state dicts exchanged with
   torch's DDP (torch writes the checkpoint the script loads; torch loads the one the script writes).
@@ -43,7 +43,7 @@ def torch_ddp(model, tmp_path):
         td.destroy_process_group()
 
 
-@pytest.fixture(scope="module", params=[1, 2, 4])
+@pytest.fixture(scope="module", params=[2, 4])  # world size 1 left out for CI time (torch needs init too)
 def world(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(f"w{request.param}")
     theirs = torch_ddp(torch_mlp(), tmp)
