@@ -248,7 +248,7 @@ Tensor.__xor__ = Tensor.__rxor__ = _logic("bitwise_xor", "logical_xor")
 Tensor.__iand__ = _logic("bitwise_and", "logical_and", True)
 Tensor.__ior__ = _logic("bitwise_or", "logical_or", True)
 Tensor.__ixor__ = _logic("bitwise_xor", "logical_xor", True)
-Tensor.__hash__ = lambda self: id(self)
+Tensor.__hash__ = object.__hash__  # identity, as torch; C-level (dict lookups keyed by tensors stay cheap)
 
 
 def _iop(name):

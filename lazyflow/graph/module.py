@@ -9,13 +9,14 @@ the module's parameters and buffers.
 
 from __future__ import annotations
 
+import operator
 import warnings
 from typing import Any
 
-from ..nn.module import Module
+from ..nn.module import Module, structure_version, walk
 from .compile import CompiledFunction, _IdSet
 
-__all__ = ["CompiledModule", "WRAPPER_PREFIXES"]
+__all__ = ["CompiledModule", "WRAPPER_PREFIXES", "TreeCache"]
 
 #: key prefixes other wrappers put on state_dict keys; accepted (and stripped) when every key carries one
 WRAPPER_PREFIXES = ("_orig_mod.", "module.")
@@ -34,16 +35,48 @@ def module_state(modules, out: list, seen: dict) -> list:
     return out
 
 
+class TreeCache:
+    """The modules and state tensors of a module forest, walked again only when :func:`structure_version` moved
+    (a call of a compiled module or Graph then costs no tree walk)."""
+
+    __slots__ = ("_roots", "_version", "_seen_roots", "_mods", "_state")
+
+    def __init__(self, roots) -> None:
+        self._roots = roots  # a callable returning the root modules (a Graph's may be added later)
+        self._version = -1
+        self._seen_roots: tuple = ()
+        self._mods: list = []
+        self._state: list = []
+
+    def get(self) -> tuple[list, list]:
+        """``(modules, state tensors)``, each once, in ``modules()`` order (parameters before buffers)."""
+        v = structure_version()
+        roots = tuple(self._roots())
+        if (
+            v != self._version
+            or len(roots) != len(self._seen_roots)
+            or not all(map(operator.is_, roots, self._seen_roots))
+        ):
+            w = walk(roots)
+            if w is None:  # a dict that is not a store: cannot tell when it changes, so never cache
+                self._version = -1
+                return [m for r in roots for m in r.modules()], module_state(roots, [], {})
+            self._mods, self._state = w
+            self._version, self._seen_roots = v, roots
+        return self._mods, self._state
+
+
 class _ModuleProgram(CompiledFunction):
     def __init__(self, module, **opts):
         super().__init__(module, name=type(module).__name__, **opts)
         self._module = module
+        self._tree = TreeCache(lambda: (module,))
 
     def _state(self):
-        return module_state((self._module,), [], {}), 0
+        return list(self._tree.get()[1]), 0
 
     def _extra_key(self):
-        return tuple(m.training for m in self._module.modules())
+        return tuple([m.training for m in self._tree.get()[0]])
 
     def _param_set(self):
         return _IdSet(self._module.parameters())

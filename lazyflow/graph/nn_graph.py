@@ -14,6 +14,7 @@ in the eager layout, so ``model.state_dict()`` / ``opt.state_dict()`` serve both
 
 from __future__ import annotations
 
+import operator
 from collections import OrderedDict, namedtuple
 from typing import Any
 
@@ -28,7 +29,7 @@ from ..nn.module import Module
 from .compile import CompiledFunction, _IdSet
 from .functionalize import flatten_out, set_traced, traced
 from .mesh_config import MeshConfig
-from .module import module_state
+from .module import TreeCache
 
 __all__ = ["Graph", "GraphConfig", "GraphInfo"]
 
@@ -89,28 +90,46 @@ class _StepProgram(CompiledFunction):
         self._opt_params: list[list] = []
         self._positions: tuple = ()
         self._all: list = []
+        self._tree = TreeCache(lambda: graph._modules.values())
+        self._cached: tuple | None = None
 
     def _state(self):
         """The optimized parameters first (carried: donated, always written back), then every other parameter
-        and buffer; remembers where each optimizer's parameters sit, for the trace and the key."""
+        and buffer; remembers where each optimizer's parameters sit, for the trace and the key. Cached while the
+        module tree (:class:`TreeCache`), the optimizers' parameter lists and their ``requires_grad`` stay."""
         self._opt_params = opt_params = [
             [p for g in opt.param_groups for p in g["params"]] for opt, _ in self._graph._optimizers
         ]
+        flat = [p for ps in opt_params for p in ps]
+        rg = [p._rg for p in flat]
+        mods, tree_state = self._tree.get()
+        c = self._cached
+        if (
+            c is not None
+            and c[0] is tree_state
+            and c[1] == rg
+            and len(c[2]) == len(flat)
+            and all(map(operator.is_, c[2], flat))
+        ):
+            return c[3], c[4]
         seen: dict = {}
         out: list = []
-        for ps in opt_params:
-            for p in ps:
-                if p._rg and id(p) not in seen:
-                    seen[id(p)] = len(out)
-                    out.append(p)
+        for p in flat:
+            if p._rg and id(p) not in seen:
+                seen[id(p)] = len(out)
+                out.append(p)
         n_carry = len(out)
-        for ps in opt_params:
-            for p in ps:
-                if id(p) not in seen:
-                    seen[id(p)] = len(out)
-                    out.append(p)
-        self._all = module_state(self._graph._modules.values(), out, seen)
+        for p in flat:
+            if id(p) not in seen:
+                seen[id(p)] = len(out)
+                out.append(p)
+        for t in tree_state:
+            if id(t) not in seen:
+                seen[id(t)] = len(out)
+                out.append(t)
+        self._all = out
         self._positions = tuple(tuple(seen[id(p)] for p in ps) for ps in opt_params)
+        self._cached = (tree_state, rg, flat, out, n_carry)
         return out, n_carry
 
     def _aux(self):
@@ -152,7 +171,9 @@ class _StepProgram(CompiledFunction):
     def _after(self, aux_out) -> None:
         graph = self._graph
         for (opt, _), new_st in zip(graph._optimizers, aux_out):
-            opt.load_functional_state(new_st)
+            # the program's outputs for its own state inputs: same shapes and dtypes (placement pinned by the
+            # mesh's sharding constraint in _body)
+            opt.load_functional_state(new_st, same_meta=True)
         for ps in self._opt_params:
             for p in ps:
                 p.grad = None
@@ -162,7 +183,7 @@ class _StepProgram(CompiledFunction):
 
     def _extra_key(self):
         return (
-            tuple(m.training for mod in self._graph._modules.values() for m in mod.modules()),
+            tuple([m.training for m in self._tree.get()[0]]),
             self.config._key(),
             self._positions,
         )

@@ -71,6 +71,86 @@ class _HookDict(OrderedDict):
     """An OrderedDict that weakref can point at (plain dicts cannot be weakly referenced)."""
 
 
+_STRUCTURE = [0]  # bumped by every change of any module's parameter, buffer or child dict
+
+
+def structure_version() -> int:
+    """A number that changes whenever any module gains, loses or replaces a parameter, buffer or child.
+
+    Compiled programs cache what they gather from a module tree (its modules and state tensors) under this number,
+    so a call walks the tree only after the tree changed. Tensors' shapes, dtypes and ``requires_grad`` are not
+    covered: callers still compare those."""
+    return _STRUCTURE[0]
+
+
+class _Store(dict):
+    """A module's ``_parameters`` / ``_buffers`` / ``_modules`` dict: every change bumps :func:`structure_version`.
+    Pickled as a plain dict (checkpoints never name this class); ``Module.__setstate__`` makes it a store again."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key, value) -> None:
+        _STRUCTURE[0] += 1
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key) -> None:
+        _STRUCTURE[0] += 1
+        dict.__delitem__(self, key)
+
+    def pop(self, *args):
+        _STRUCTURE[0] += 1
+        return dict.pop(self, *args)
+
+    def popitem(self):
+        _STRUCTURE[0] += 1
+        return dict.popitem(self)
+
+    def clear(self) -> None:
+        _STRUCTURE[0] += 1
+        dict.clear(self)
+
+    def update(self, *args, **kwargs) -> None:
+        _STRUCTURE[0] += 1
+        dict.update(self, *args, **kwargs)
+
+    def setdefault(self, key, default=None):
+        _STRUCTURE[0] += 1
+        return dict.setdefault(self, key, default)
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def __reduce__(self):
+        return (dict, (dict(self),))
+
+
+def walk(modules) -> tuple[list, list] | None:
+    """``(modules, state)`` of a module forest: every module once (depth first, as ``modules()``), and every
+    parameter and buffer once, in that order. ``None`` when a module's dicts are not stores (someone replaced one
+    with a plain dict): then nothing may be cached."""
+    mods: list = []
+    seen_m: set = set()
+    state: list = []
+    seen_t: set = set()
+    for root in modules:
+        for m in root.modules():
+            if id(m) in seen_m:
+                continue
+            seen_m.add(id(m))
+            mods.append(m)
+            for store in (m._parameters, m._buffers):
+                if type(store) is not _Store:
+                    return None
+                for t in store.values():
+                    if t is not None and id(t) not in seen_t:
+                        seen_t.add(id(t))
+                        state.append(t)
+            if type(m._modules) is not _Store:
+                return None
+    return mods, state
+
+
 def _addindent(s: str, num_spaces: int) -> str:
     lines = s.split("\n")
     if len(lines) == 1:
@@ -117,10 +197,10 @@ class Module:
             raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments {args} {kwargs}")
         d = self.__dict__
         d["training"] = True
-        d["_parameters"] = {}
-        d["_buffers"] = {}
+        d["_parameters"] = _Store()
+        d["_buffers"] = _Store()
         d["_non_persistent_buffers_set"] = set()
-        d["_modules"] = {}
+        d["_modules"] = _Store()
         d["_forward_hooks"] = _HookDict()
         d["_forward_hooks_with_kwargs"] = _HookDict()
         d["_forward_hooks_always_called"] = _HookDict()
@@ -791,6 +871,11 @@ class Module:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        for k in ("_parameters", "_buffers", "_modules"):
+            v = self.__dict__.get(k)
+            if v is not None and type(v) is not _Store:
+                self.__dict__[k] = _Store(v)
+        _STRUCTURE[0] += 1
         for k, v in (
             ("_forward_hooks_with_kwargs", {}),
             ("_forward_hooks_always_called", {}),

@@ -470,17 +470,21 @@ class Optimizer:
                 new_params[i], new_state[i] = p, st if old.keys() <= st.keys() else {**old, **st}
         return new_params, new_state
 
-    def load_functional_state(self, state: list[dict]) -> None:
+    def load_functional_state(self, state: list[dict], *, same_meta: bool = False) -> None:
         """Store ``state`` (``functional_update``'s result) into the optimizer: existing state Tensors are rebound
         to the new arrays (same objects, version bumped), new names become new Tensors.
 
+        Args:
+            state: one dict per parameter, in ``functional_state()``'s layout.
+            same_meta: the caller guarantees each array has the shape, dtype and placement of the state it
+                replaces (a compiled step's outputs for its own donated inputs), so nothing is re-read from it.
         Raises:
             ValueError: ``state`` does not hold one dict per parameter.
         """
         plist = self._flat_params()
         if len(state) != len(plist):
             raise ValueError(f"load_functional_state: got {len(state)} states for {len(plist)} parameters")
-        self._write_state(plist, state, _assign)
+        self._write_state(plist, state, _assign_same if same_meta else _assign)
 
     def state_dict(self) -> dict[str, Any]:
         """The optimizer state in torch's layout.
