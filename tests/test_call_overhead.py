@@ -167,3 +167,20 @@ def test_a_plain_dict_disables_the_cache_but_stays_correct():
         cm(x)
         m.a._parameters["weight"] = nn.Parameter(lf.randn(5, 4))  # no version bump: a plain dict
         np.testing.assert_allclose(_np(cm(x)), _ref(m, X), rtol=1e-5, atol=1e-5)
+
+
+def test_shared_backward_seed_is_never_changed_through_a_grad():
+    """backward()'s implicit ones seed is one shared array per kind: changing a leaf's .grad in place, or an
+    optimizer step that donates, must not reach the next backward's seed."""
+    a = lf.tensor(2.0, requires_grad=True)
+    a.backward()  # a leaf scalar: its .grad is the seed itself
+    a.grad.mul_(5.0)
+    a.grad.add_(1.0)
+    opt = lf.optim.SGD([a], lr=1.0, momentum=0.9)
+    opt.step()  # the eager step donates what it owns
+    b = lf.tensor(3.0, requires_grad=True)
+    b.backward()
+    assert float(b.grad) == 1.0
+    c = lf.tensor([1.0, 2.0], requires_grad=True)
+    (c * c).sum().backward()
+    np.testing.assert_array_equal(_np(c.grad), [2.0, 4.0])

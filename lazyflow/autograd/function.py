@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from .._core.errors import AutogradError
@@ -10,6 +11,24 @@ from .._tensor import Tensor, _make
 from .engine import run_backward
 
 __all__ = ["backward", "grad"]
+
+
+_ONES: dict = {}  # (shape, dtype, placement) -> a ones array: the implicit seed of backward(), built once per kind
+
+
+def _ones_like(o: Tensor):
+    """``ones_like(o)`` without a JAX eager op per call (~100 us): seeds are immutable, so one array per kind is
+    shared. A donating caller never consumes it: donation copies any buffer referenced elsewhere (refs.owned)."""
+    v = o._value
+    if not isinstance(v, jax.Array) or isinstance(v, jax.core.Tracer):
+        return jnp.ones_like(v)
+    key = o._meta
+    seed = _ONES.get(key)
+    if seed is None or seed.is_deleted():
+        if len(_ONES) >= 64:
+            _ONES.clear()
+        seed = _ONES[key] = jnp.ones_like(v)
+    return seed
 
 
 def _root_grads(outputs, grad_outputs, create_graph):
@@ -22,7 +41,7 @@ def _root_grads(outputs, grad_outputs, create_graph):
                     f"grad can be implicitly created only for scalar outputs; output {i} has shape "
                     f"{list(o.shape)}: pass gradient= (or grad_outputs=) with that shape"
                 )
-            g = _make(jnp.ones_like(o._value))
+            g = _make(_ones_like(o))
         else:
             g = g if isinstance(g, Tensor) else _make(owned_array(g, copy=False))
             if g.shape != o.shape:
