@@ -4,13 +4,17 @@ The same class serves eager and graph mode: in graph mode ``_value`` is a JAX tr
 through the active interpreter (``_core.context.state.interp``). Methods that are plain ops are attached by
 ``lazyflow._functional`` so each op is written once, as a function, and shared by ``lf.f(x)`` and ``x.f()``.
 
-Views: JAX has no storage views, so ``view``/``reshape``/slicing/``detach`` return tensors that do not alias
-their source for writes: an in-place update of one is never seen through another (unlike torch).
+Aliases: ``detach()`` and ``.data`` share their source's storage as in torch: an in-place update of either (or
+an optimizer step, ``load_state_dict``, a compiled step's write-back) is seen through the other, so
+``m.weight.data.normal_()``, ``p.detach().zero_()`` and ``model.state_dict()[k].copy_(v)`` change the model. The
+tensors sharing a storage form a group (:func:`_publish` hands a new value to all of them). Other views --
+``view``/``reshape``/slicing -- do not alias for writes (JAX has no strided storage views).
 """
 
 from __future__ import annotations
 
 import builtins
+import weakref
 from typing import TYPE_CHECKING
 
 import jax
@@ -48,16 +52,62 @@ def _make(value, meta=None, cls=None):
     t._node = None
     t._oidx = 0
     t._version = 0
+    t._peers = None
     t._retain = False
     return t
 
 
 def _rebind(t, value, meta=None) -> None:
     """The one way a Tensor's value changes in place: the same object gets ``value`` (meta computed when not given)
-    and its version goes up, so a tape node that saved the old value notices (torch's saved-tensor check)."""
+    and its version goes up, so a tape node that saved the old value notices (torch's saved-tensor check). The
+    tensors sharing its storage (``detach()``/``.data`` aliases) get the value too."""
     t._value = value
     t._meta = _meta_of(value) if meta is None else meta
     t._version += 1
+    if t._peers is not None:
+        _publish(t)
+
+
+def _publish(t) -> None:
+    """``t`` got a new value in place: every live tensor sharing its storage gets the same value and meta and a
+    version bump (torch's detach() shares the version counter). Values never cross a trace boundary: a traced
+    value is given only to tensors holding traced values, a concrete one only to concrete holders."""
+    peers = t._peers
+    v, m = t._value, t._meta
+    traced = isinstance(v, _Tracer)
+    dead = False
+    for r in peers:
+        o = r()
+        if o is None:
+            dead = True
+        elif o is not t and isinstance(o._value, _Tracer) == traced:
+            o._value, o._meta = v, m
+            o._version += 1
+    if dead:
+        peers[:] = [r for r in peers if r() is not None]
+
+
+def _alias(t) -> Tensor:
+    """A new leaf sharing ``t``'s storage (``detach()``, ``.data``): writes to either are seen through both."""
+    out = _make(t._value, t._meta)
+    if isinstance(t._value, _Tracer):  # inside a trace: a plain detached value (no group across a trace)
+        return out
+    peers = t._peers
+    if peers is None:
+        peers = t._peers = [weakref.ref(t)]
+    elif len(peers) >= 16:  # keep a group that is aliased in a loop (p.detach() per step) small
+        peers[:] = [r for r in peers if r() is not None]
+    peers.append(weakref.ref(out))
+    out._peers = peers
+    return out
+
+
+def _leave(t) -> None:
+    """``t`` gets storage of its own (``t.data = other``): it stops sharing with its former aliases."""
+    peers = t._peers
+    if peers is not None:
+        peers[:] = [r for r in peers if r() is not None and r() is not t]
+        t._peers = None
 
 
 def from_jax(array) -> Tensor:
@@ -75,7 +125,18 @@ def from_jax(array) -> Tensor:
 class Tensor:
     """An n-dimensional array with autograd, PyTorch's API, backed by a JAX array."""
 
-    __slots__ = ("_value", "_meta", "_rg", "grad", "_node", "_oidx", "_version", "_retain", "__weakref__")
+    __slots__ = (
+        "_value",
+        "_meta",
+        "_rg",
+        "grad",
+        "_node",
+        "_oidx",
+        "_version",
+        "_retain",
+        "_peers",
+        "__weakref__",
+    )
 
     if TYPE_CHECKING:  # attached by lazyflow._methods (the op functions); declared here for the methods below
 
@@ -181,8 +242,9 @@ class Tensor:
         return self._retain
 
     def detach(self) -> Tensor:
-        """A new leaf sharing the value, cut from the graph (writes to either never show in the other)."""
-        return _make(self._value, self._meta)
+        """A new leaf sharing this tensor's storage, cut from the graph: an in-place update of either is seen
+        through the other (torch's semantics)."""
+        return _alias(self)
 
     def detach_(self) -> Tensor:
         self._node = None
@@ -302,7 +364,7 @@ class Tensor:
         t = _make(self._value, self._meta, type(self))
         t._rg = self._rg
         if self.grad is not None:
-            t.grad = self.grad.detach()
+            t.grad = _make(self.grad._value, self.grad._meta)  # a copy shares no storage with the original
         memo[id(self)] = t
         return t
 
@@ -385,10 +447,14 @@ class Tensor:
 
     @property
     def data(self) -> Tensor:
-        return self.detach()
+        """This tensor's storage as a tensor outside autograd: in-place updates of it change this tensor too
+        (``p.data.normal_(0, 0.02)``); assigning ``t.data = other`` gives ``t`` ``other``'s value as storage of
+        its own (former aliases keep the old value)."""
+        return _alias(self)
 
     @data.setter
     def data(self, other: Tensor) -> None:
+        _leave(self)
         _rebind(self, other._value, other._meta)
 
     @property

@@ -182,10 +182,12 @@ def test_donation_never_invalidates_an_alias():
     x, y = _data()
     step(x, y)
     w = m[0].weight
-    alias = w.detach()
+    alias, value = w.detach(), w.jax()
     before = _np(alias).copy()
     step(x, y)
-    np.testing.assert_array_equal(_np(alias), before)
+    assert not alias.jax().is_deleted() and not value.is_deleted()
+    np.testing.assert_array_equal(np.asarray(value), before)  # a jax array is a value: it keeps what it had
+    np.testing.assert_array_equal(_np(alias), _np(w))  # detach() shares w's storage (torch): it shows the step
     assert not np.array_equal(_np(w), before)
 
 
@@ -214,7 +216,7 @@ def test_step_donates_parameters_and_optimizer_state(name):
     assert step.cache_info().traces == traces
 
 
-def test_aliases_keep_their_values_while_the_rest_is_donated():
+def test_aliases_stay_readable_and_views_follow_the_step_while_the_rest_is_donated():
     m = _model()
     opt = lf.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
     step = Step(m, opt)
@@ -228,12 +230,13 @@ def test_aliases_keep_their_values_while_the_rest_is_donated():
     traces = step.cache_info().traces
     step(x, y)
     step(x, y)
-    # what the user holds keeps its value and stays readable (JAX raises on a deleted buffer) ...
-    np.testing.assert_array_equal(_np(data), values[0])
+    # what the user holds stays readable (JAX raises on a deleted buffer): values (a jax array, the optimizer's
+    # state_dict snapshot) keep what they had; w.data shares w's storage as in torch and shows the step
     np.testing.assert_array_equal(np.asarray(jax_held), values[1])
     np.testing.assert_array_equal(_np(snapshot["state"][0]["momentum_buffer"]), values[2])
     assert not jax_held.is_deleted() and not data.jax().is_deleted()
     assert not np.array_equal(_np(w), values[0])
+    np.testing.assert_array_equal(_np(data), _np(w))
     # ... and only those buffers were copied: the others were still donated
     assert {k: m.state_dict()[k].data_ptr() for k in others} == others
     assert step.cache_info().traces == traces  # one program for both: the shared buffers were donated as copies

@@ -38,6 +38,7 @@ _SLOTS = {
     "_meta": "Any",
     "_node": "Any",
     "_oidx": "int",
+    "_peers": "list[Any] | None",
     "_retain": "bool",
     "_rg": "bool",
     "_value": "Any",
@@ -58,6 +59,9 @@ _RETURNS = {
     # module level
     "_concrete": "None",
     "_make": "Tensor",
+    "_alias": "Tensor",
+    "_publish": "None",
+    "_leave": "None",
     "_meta_of": "tuple[tuple[int, ...], D.DType, int]",
     "_to_device": "Tensor",
 }
@@ -228,6 +232,8 @@ def _class_lines(r: _Renderer) -> list[str]:
             lines += _def(name, params, ret, "    ")
             if name in ("__eq__", "__ne__"):  # typeshed's object returns bool here; Tensor's elementwise ones do not
                 lines[-1] += "  # type: ignore[override]"
+        elif name == "__hash__" and attr is object.__hash__:  # identity hash, the C slot itself
+            lines += _def(name, ["self"], "int", "    ")
         elif name in _SLOTS:
             lines.append(f"    {name}: {r.annotation(_SLOTS[name])}")
         elif type(attr) in (int, float, str, bool):

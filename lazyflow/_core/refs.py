@@ -3,8 +3,9 @@
 Donating a ``jax.Array`` to a program deletes it; any other Python reference (a ``detach()``ed alias, ``p.data``,
 an optimizer ``state_dict()`` snapshot, a pending async checkpoint, the user's own ``t.jax()``) would then point at
 a deleted buffer. Every donating caller (the eager optimizer step, compiled programs) passes its buffers through
-:func:`owned` first: a buffer referenced elsewhere is copied, so that one alone pays a copy and the holder keeps
-the value it had.
+:func:`owned` first: a buffer referenced elsewhere is copied, so that one alone pays a copy and the holder's buffer
+stays valid (a value such as ``t.jax()`` keeps what it had; ``detach()``/``.data`` aliases, which share the
+tensor's storage, are then handed the new value by the caller's write-back).
 """
 
 from __future__ import annotations

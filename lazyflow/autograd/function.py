@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.core import Tracer
 
 from .._core.errors import AutogradError
 from .._ingress import array as owned_array
@@ -20,7 +21,7 @@ def _ones_like(o: Tensor):
     """``ones_like(o)`` without a JAX eager op per call (~100 us): seeds are immutable, so one array per kind is
     shared. A donating caller never consumes it: donation copies any buffer referenced elsewhere (refs.owned)."""
     v = o._value
-    if not isinstance(v, jax.Array) or isinstance(v, jax.core.Tracer):
+    if not isinstance(v, jax.Array) or isinstance(v, Tracer):
         return jnp.ones_like(v)
     key = o._meta
     seed = _ONES.get(key)

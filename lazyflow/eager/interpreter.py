@@ -31,7 +31,7 @@ from .._dispatch import (
     snapshot,
     translate_error,
 )
-from .._tensor import Tensor, _make, _meta_of
+from .._tensor import Tensor, _make, _meta_of, _publish
 from ..ops.table import specialize
 from . import cache as _cache
 
@@ -270,6 +270,8 @@ def apply_inplace(op, target, args, statics=()):
                 if meta == target._meta:
                     target._value = out
                     target._version += 1
+                    if target._peers is not None:
+                        _publish(target)
                     return target
                 out, meta = inplace_result(op, target, out, meta) if not entry.multi else (None, None)
                 if entry.multi:

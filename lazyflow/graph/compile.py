@@ -41,7 +41,7 @@ from .._core.errors import AutogradError, GraphError
 from .._core.placement import sharding_of
 from .._core.refs import owned
 from .._creation import default_generator
-from .._tensor import Tensor, _make, _meta_of
+from .._tensor import Tensor, _make, _meta_of, _publish
 from ..autograd.node import Node
 from .dynamic import NotRowLocal, bucket, cut_rows, pad_rows, probe_sizes, prune, row_axes
 from .functionalize import rng_inputs, trace_pure, wrap_args
@@ -551,6 +551,8 @@ class CompiledFunction:
             t = all_state[i]
             t._value = val
             t._version += 1
+            if t._peers is not None:  # detach()/.data aliases the user holds see the step (as in torch)
+                _publish(t)
         if v.n_rng:
             default_generator._offset += v.n_rng
         self._after(aux_out)

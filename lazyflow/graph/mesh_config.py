@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._core.placement import sharding_of
-from .._tensor import Tensor, _make, _meta_of
+from .._tensor import Tensor, _make, _meta_of, _publish
 from ..distributed.spmd import batch_sharding, batch_to_global, param_sharding, replicated, to_global
 
 __all__ = ["MeshConfig"]
@@ -22,6 +22,8 @@ def _ensure_placed(t: Tensor, sharding) -> None:
         return
     t._value = to_global(t._value, sharding)
     t._meta = _meta_of(t._value)
+    if t._peers is not None:
+        _publish(t)
 
 
 class MeshConfig:

@@ -6,8 +6,9 @@ with :meth:`Graph.add_optimizer`, and write :meth:`Graph.build` the way an eager
 to a pure function, one variant cache, one capture lifting, one write-back, one RNG advance); what it adds is
 here: ``build``'s tape recorded inside the trace (so ``backward`` works), the optimizers' public
 ``functional_update`` appended to the program, micro-batches and autocast. The optimized parameters and the
-optimizer state are donated: updated in their own buffers. A buffer something else references (``p.detach()``,
-``p.data``, a ``state_dict()`` snapshot, a pending checkpoint) is donated as a copy, so its holder keeps its value.
+optimizer state are donated: updated in their own buffers. A buffer something else references (``p.jax()``, an
+optimizer ``state_dict()`` snapshot, a pending checkpoint, a ``p.detach()``/``p.data`` alias) is donated as a copy,
+so nothing held is deleted (aliases share the parameter's storage and show the new value, as in torch).
 After each call the parameters, buffers and optimizer state hold exactly what the eager step would have produced,
 in the eager layout, so ``model.state_dict()`` / ``opt.state_dict()`` serve both modes.
 """

@@ -42,7 +42,7 @@ from .._core import dtypes as D
 from .._core.errors import OpError, ShapeError
 from .._core.placement import pid_of
 from .._core.refs import owned
-from .._tensor import Tensor, _make, _meta_of
+from .._tensor import Tensor, _make, _meta_of, _publish
 from ..autograd import enable_grad
 
 __all__ = ["Optimizer", "Hyperparameters", "required", "cache_info", "clear_cache"]
@@ -370,7 +370,8 @@ class Optimizer:
     def step(self, closure=None):
         """Perform one optimization step: ``functional_update`` over every parameter with a gradient, as one
         compiled program (parameter and state buffers donated; one that something else references, such as a
-        ``detach()``ed alias or a ``state_dict()`` snapshot, is donated as a copy, so its holder keeps its value).
+        ``p.jax()`` or a ``state_dict()`` snapshot, is donated as a copy, so nothing held is deleted; ``detach()``
+        aliases share the parameter's storage and show the update, as in torch).
 
         Args:
             closure: optional callable that re-evaluates the model and returns the loss (run with
@@ -714,8 +715,12 @@ def _assign(t: Tensor, value) -> None:
     t._value = value
     t._meta = meta
     t._version += 1
+    if t._peers is not None:
+        _publish(t)
 
 
 def _assign_same(t: Tensor, value) -> None:
     t._value = value
     t._version += 1
+    if t._peers is not None:
+        _publish(t)
