@@ -20,6 +20,7 @@ from .collectives import (
     all_gather_into_tensor,
     all_reduce,
     all_to_all_single,
+    barrier,
     broadcast,
     gather,
     reduce,
@@ -30,7 +31,6 @@ from .groups import ProcessGroup, ReduceOp, is_available, new_group
 from .placement import Mesh, NamedSharding, PartitionSpec, replicate, shard
 from .process_group import (
     all_gather_object,
-    barrier,
     broadcast_object_list,
     destroy_process_group,
     get_rank,
