@@ -201,3 +201,21 @@ def test_put_falls_back_to_device_put(monkeypatch):
     got = _put.put(np.arange(3.0), jax.devices()[0])
     np.testing.assert_array_equal(np.asarray(got), [0.0, 1.0, 2.0])
     assert _put._fast["ok"] is False  # remembered: later loads go straight to device_put
+
+
+def test_mmap_trusts_the_stored_bytes_like_torch(tmp_path):
+    """Documented: with mmap=True the storage records are not CRC-checked (the map is the file: reading all of it
+    to checksum would undo the point of mapping); without mmap a flipped data byte raises."""
+    w = torch.randn(1 << 15)
+    torch.save({"w": w}, tmp_path / "c.pt")
+    raw = bytearray((tmp_path / "c.pt").read_bytes())
+    with zipfile.ZipFile(tmp_path / "c.pt") as zf:
+        info = next(i for i in zf.infolist() if "/data/0" in i.filename)
+    start = info.header_offset + 30 + len(info.filename) + int.from_bytes(raw[info.header_offset + 28 :][:2], "little")
+    raw[start + 5] ^= 0x40
+    (tmp_path / "f.pt").write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="record 'data/0'.*damaged"):
+        lf.load(tmp_path / "f.pt")
+    mapped = lf.load(tmp_path / "f.pt", mmap=True)["w"].numpy()
+    assert not np.array_equal(mapped, w.numpy())
+    np.testing.assert_array_equal(mapped, torch.load(tmp_path / "f.pt", weights_only=True, mmap=True)["w"].numpy())

@@ -184,6 +184,13 @@ def compiled_collectives_bad_input():
         dp = lf.compile(lambda t: (D.all_reduce(t), t)[1])
         dp.config.data_parallel(jax.sharding.Mesh(np.array(jax.devices()), ("data",)))
         raises(NotSupportedError, lambda: dp(lf.ones(2 * N)), "data_parallel")
+
+    def raw(v):  # another tracer than lf.compile / nn.Graph
+        t = lf.from_jax(v)
+        D.all_reduce(t)
+        return t._value
+
+    raises(NotSupportedError, lambda: jax.jit(raw)(jax.numpy.ones(2)), "lf.compile and lf.nn.Graph")
     w = lf.ones(2, requires_grad=True)
     grads = lf.compile(lambda t: (D.all_reduce(t), t * w)[1])
     raises(NotSupportedError, lambda: grads(lf.ones(2)), "gradients", "no_grad")
