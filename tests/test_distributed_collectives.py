@@ -159,7 +159,7 @@ def test_data_parallel_over_local_devices():
 @pytest.mark.parametrize(
     "name",
     "all_reduce broadcast reduce all_gather all_gather_into_tensor reduce_scatter_tensor all_to_all_single scatter "
-    "gather new_group get_rank get_world_size".split(),
+    "gather new_group get_rank get_world_size barrier".split(),
 )
 def test_signatures_follow_torch(name):
     """Our parameters are a prefix of torch.distributed's (same names, same positional order)."""

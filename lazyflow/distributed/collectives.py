@@ -401,7 +401,7 @@ def gather(tensor: Tensor, gather_list: list[Tensor] | None = None, dst: int = 0
     return _finish(pairs, async_op)
 
 
-def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_ids=None):
+def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_ids=None, timeout=None):
     """Block until every rank of ``group`` reaches this point (torch's signature).
 
     It is a collective like the others (a small exchange between the ranks): a rank that meets a different
@@ -411,7 +411,7 @@ def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_id
     Args:
         group: a group from :func:`new_group` (default: every rank).
         async_op: return a :class:`Work` handle (already completed) instead of None.
-        device_ids: accepted for torch compatibility and ignored.
+        device_ids, timeout: accepted for torch compatibility and ignored.
     Raises:
         DistributedNotInitializedError: a group is given before ``init_process_group``.
         DistributedError: another rank called a different collective.

@@ -4,6 +4,7 @@ At construction rank 0's parameters and buffers are broadcast to every rank. Aft
 :meth:`~DistributedDataParallel.no_sync`), the gradients are averaged over the ranks in one flat all-reduce per
 dtype: a post-accumulate-grad hook on each parameter queues the reduction, which the autograd engine runs once
 when the backward has finished (torch reduces buckets while the backward still runs; the result is the same).
+Inside an ``lf.nn.Graph`` step the same collectives compile into the step (``lazyflow.distributed.traced``).
 """
 
 from __future__ import annotations
