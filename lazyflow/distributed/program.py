@@ -83,11 +83,12 @@ class SpmdProgram:
             if s == 2:
                 out.append(x)
                 continue
-            a = x if isinstance(x, jax.Array) else jnp.asarray(x)
-            if a.sharding != self._local:
-                a = jax.device_put(a, self._local)
-            if s:
-                a = a.reshape(1)
+            if s:  # a 0-d value (the RNG seed/offset, a step count): reshaped on the host, one transfer
+                a = jax.device_put(np.asarray(x).reshape(1), self._local)
+            else:
+                a = x if isinstance(x, jax.Array) else jnp.asarray(x)
+                if a.sharding != self._local:
+                    a = jax.device_put(a, self._local)
             out.append(jax.make_array_from_single_device_arrays((n * a.shape[0], *a.shape[1:]), sharding, [a]))
         return tree, scalars, out
 
