@@ -444,14 +444,14 @@ def test_saving_over_foreign_paths_is_refused_and_leaves_them_alone(tmp_path):
     np.testing.assert_array_equal(_np(lf.load(empty)), np.ones(1))
 
 
-def test_file_objects_load_and_save_but_inspect_wants_a_directory(tmp_path):
-    """File objects hold single-file checkpoints (tests/test_single_file.py); a few bytes that are no
-    checkpoint are refused by name, and inspect reads directories only."""
+def test_file_objects_that_are_no_checkpoint_are_refused_by_name(tmp_path):
+    """File objects hold single-file checkpoints (tests/test_single_file.py; inspect of files:
+    tests/test_checkpoint_inspect_files.py); a few bytes that are no checkpoint are refused by name."""
     import io
 
     with pytest.raises(lf.CheckpointError, match="the file object is not a checkpoint lazyflow knows"):
         lf.load(io.BytesIO(b"x"))
-    with pytest.raises(lf.CheckpointError, match="directory path.*BytesIO"):
+    with pytest.raises(lf.CheckpointError, match="not a checkpoint lazyflow knows.*empty"):
         inspect(io.BytesIO())
 
 

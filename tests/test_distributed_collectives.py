@@ -4,6 +4,9 @@
   loopback): every collective vs numpy on the stacked per-rank values, sub-groups, mismatched calls across ranks,
   bad arguments, DDP training vs plain JAX on the concatenated batch, no_sync, and state dicts exchanged with
   torch's DDP (torch writes the checkpoint the script loads; torch loads the one the script writes).
+* tests/_dist_scripts/mp_compiled.py (in the same launch): collectives inside lf.compile / nn.Graph vs numpy and
+  vs the same function run eagerly, a DDP step inside an nn.Graph vs plain JAX and eager DDP, mismatched compiled
+  calls across ranks (an error on every rank, never a hang), barrier with torch's signature.
 * A rank that dies while its peer waits in a collective ends the job with the launcher's error, never a hang.
 * In this process: collectives before init_process_group, and the autograd engine's post-accumulate-grad hooks.
 * tests/_dist_scripts/dp_local.py: nn.DataParallel over 4 virtual devices of one process.
@@ -57,7 +60,7 @@ def world(request, tmp_path_factory):
     return request.param, code, out, per_rank, tmp, theirs
 
 
-@pytest.mark.parametrize("name", _checks.names(SCRIPT))
+@pytest.mark.parametrize("name", _checks.names(SCRIPT) + _checks.names("mp_compiled.py"))
 def test_collective_checks(world, name):
     n, code, out, per_rank, _, _ = world
     for r in range(n):
@@ -156,7 +159,7 @@ def test_data_parallel_over_local_devices():
 @pytest.mark.parametrize(
     "name",
     "all_reduce broadcast reduce all_gather all_gather_into_tensor reduce_scatter_tensor all_to_all_single scatter "
-    "gather new_group get_rank get_world_size".split(),
+    "gather new_group get_rank get_world_size barrier".split(),
 )
 def test_signatures_follow_torch(name):
     """Our parameters are a prefix of torch.distributed's (same names, same positional order)."""

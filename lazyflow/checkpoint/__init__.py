@@ -13,8 +13,9 @@ PyTorch's format (``format="torch"``) or safetensors (``.safetensors`` paths): s
 
 from ._allowlist import add_safe_globals, clear_safe_globals, get_safe_globals
 from ._formats import FORMATS, detect_format, load, save
+from ._inspect import inspect
 from ._load import load_tensors
-from ._meta import FORMAT_VERSION, SavedSharding, TensorInfo, inspect
+from ._meta import FORMAT_VERSION, SavedSharding, TensorInfo
 from ._safetensors import metadata as safetensors_metadata
 from ._save import SaveHandle
 from .manager import CheckpointManager

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +15,7 @@ from .._core import dtypes as D
 from .._core.device import JaxDevice
 from .._core.errors import CheckpointError
 from . import _layout, _schema, _unpickler
-from ._crc import dtype_from_name
+from ._crc import crc32, dtype_from_name
 
 __all__ = ["FORMAT_VERSION", "inspect", "TensorInfo", "SavedSharding", "read_meta", "encode_meta", "info_of", "frame"]
 
@@ -26,7 +25,7 @@ _HEADER = struct.Struct("<IQ")  # crc32 of the payload, payload length
 
 
 def frame(payload: bytes) -> bytes:
-    return _MAGIC + _HEADER.pack(zlib.crc32(payload), len(payload)) + payload
+    return _MAGIC + _HEADER.pack(crc32(payload), len(payload)) + payload
 
 
 def _unframe(data: bytes, where: str) -> bytes:
@@ -37,7 +36,7 @@ def _unframe(data: bytes, where: str) -> bytes:
     payload = data[n:]
     if len(payload) != length:
         raise CheckpointError(f"{where}: the metadata file is truncated ({len(payload)} of {length} bytes)")
-    if zlib.crc32(payload) != crc:
+    if crc32(payload) != crc:
         raise CheckpointError(f"{where}: the metadata file is corrupted (checksum mismatch)")
     return payload
 

@@ -22,7 +22,7 @@ import numpy as np
 from .._core import dtypes as D
 from .._core.errors import CheckpointError, NotSupportedError
 from .._tensor import Tensor
-from ._torch_format import aligned, make_value, placement
+from ._torch_format import make_value, placement
 
 try:
     import safetensors
@@ -95,17 +95,22 @@ def _diagnose(head: bytes, total: int, where: str, cause: Exception) -> Checkpoi
 
 def _wrap_all(arrays: Mapping[str, np.ndarray], where: str, map_location) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    fixed = map_location is None or isinstance(map_location, str)  # one target for every tensor: resolved once
+    cached: list = []
+
+    def place(a, what):
+        if not fixed:
+            return placement(map_location, "cpu", a.dtype, a.nbytes, where, what)
+        if not cached:
+            cached.append(placement(map_location, "cpu", a.dtype, a.nbytes, where, what))
+        return cached[0]
+
     for k, a in arrays.items():
-        if a.nbytes >= 1 << 16 and a.ctypes.data % 64:
-            # the package's arrays sit in bytes objects (never 64-byte aligned): one copy into an aligned buffer
-            # lets device_put wrap it (measured faster than device_put's own copy)
-            buf = aligned(a.nbytes)
-            buf[:] = a.reshape(-1).view(np.uint8)
-            a = buf.view(a.dtype).reshape(a.shape)
+        # the package's arrays are copies of the file's bytes (in bytes objects this load owns, rarely 64-byte
+        # aligned): the device transfer copies an unaligned one itself, faster than a numpy copy into an aligned
+        # buffer and a zero-copy wrap (measured: 47-68 vs 61-106 ms for a ResNet-50's 320 tensors)
         what = f"'{k}'"
-        out[k] = make_value(
-            a, lambda a=a, what=what: placement(map_location, "cpu", a.dtype, a.nbytes, where, what), where, what
-        )
+        out[k] = make_value(a, lambda a=a, what=what: place(a, what), where, what)
     return out
 
 
@@ -150,12 +155,11 @@ def load_safetensors_bytes(data: bytes, where: str, map_location) -> dict[str, A
     return _wrap_all(arrays, where, map_location)
 
 
-def load_index(index_path: str, where: str, map_location) -> dict[str, Any]:
-    """A sharded checkpoint: every shard named in the index's ``weight_map``, checked key by key.
+def read_index(index_path: str, where: str) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """A sharded checkpoint's index: ``(weight_map, {shard path: [keys]})``.
 
     Raises:
-        CheckpointError: a malformed index, a shard name outside the index's directory, a missing shard, a key
-            the index maps to a shard that lacks it (or a shard key the index does not list).
+        CheckpointError: a malformed index, a shard name outside the index's directory, a missing shard.
     """
     try:
         with open(index_path, encoding="utf-8") as f:
@@ -175,22 +179,60 @@ def load_index(index_path: str, where: str, map_location) -> dict[str, Any]:
         if fname != os.path.basename(fname) or fname in ("", ".", ".."):
             raise CheckpointError(f"{where}: the shard {fname!r} of '{k}' is not a file name in the index's directory")
         by_file.setdefault(fname, []).append(k)
-    loaded: dict[str, Any] = {}
     for fname, keys in by_file.items():
-        shard = os.path.join(base, fname)
-        if not os.path.isfile(shard):
+        if not os.path.isfile(os.path.join(base, fname)):
             raise CheckpointError(f"{where}: the shard '{fname}' (holding '{keys[0]}') is missing")
-        part = load_safetensors(shard, f"{where} shard '{fname}'", map_location)
-        missing = [k for k in keys if k not in part]
-        extra = [k for k in part if weight_map.get(k) != fname]
-        if missing or extra:
-            bad = missing[0] if missing else extra[0]
-            raise CheckpointError(
-                f"{where}: the index maps '{bad}' to '{fname}', but the shard "
-                + ("lacks it" if missing else f"holds '{bad}' and the index maps it elsewhere (or not at all)")
-            )
+    return weight_map, {os.path.join(base, f): keys for f, keys in by_file.items()}
+
+
+def check_shard(where: str, shard: str, keys: list[str], weight_map: dict[str, str], found) -> None:
+    """The shard holds exactly the keys the index maps to it, else raise naming the first key at fault."""
+    fname = os.path.basename(shard)
+    missing = [k for k in keys if k not in found]
+    extra = [k for k in found if weight_map.get(k) != fname]
+    if missing or extra:
+        bad = missing[0] if missing else extra[0]
+        raise CheckpointError(
+            f"{where}: the index maps '{bad}' to '{fname}', but the shard "
+            + ("lacks it" if missing else f"holds '{bad}' and the index maps it elsewhere (or not at all)")
+        )
+
+
+def load_index(index_path: str, where: str, map_location) -> dict[str, Any]:
+    """A sharded checkpoint: every shard named in the index's ``weight_map``, checked key by key.
+
+    Raises:
+        CheckpointError: a malformed index, a shard name outside the index's directory, a missing shard, a key
+            the index maps to a shard that lacks it (or a shard key the index does not list).
+    """
+    weight_map, shards = read_index(index_path, where)
+    loaded: dict[str, Any] = {}
+    for shard, keys in shards.items():
+        part = load_safetensors(shard, f"{where} shard '{os.path.basename(shard)}'", map_location)
+        check_shard(where, shard, keys, weight_map, part)
         loaded.update(part)
     return {k: loaded[k] for k in weight_map}
+
+
+def header(path: str, where: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """``{key: (shape, numpy dtype)}`` of a ``.safetensors`` file, from its header (no tensor data read).
+
+    Raises:
+        CheckpointError: the package refuses the file, or a dtype lazyflow does not know.
+    """
+    _need()
+    assert safetensors is not None
+    try:
+        with safetensors.safe_open(path, framework="numpy") as f:
+            raw = {k: (f.get_slice(k).get_shape(), f.get_slice(k).get_dtype()) for k in f.keys()}
+    except Exception as e:
+        raise CheckpointError(f"{where}: the safetensors package cannot read it ({e}); the file is damaged") from e
+    out = {}
+    for k, (shape, name) in raw.items():
+        if name not in _DTYPES:
+            raise CheckpointError(f"{where}: '{k}' has dtype {name}, which lazyflow does not read")
+        out[k] = (tuple(int(d) for d in shape), _DTYPES[name])
+    return out
 
 
 def _host(obj: Any, where: str) -> dict[str, np.ndarray]:

@@ -16,13 +16,14 @@ import jax
 import jax.core
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 from jax.sharding import PartitionSpec
 
-from .._core.errors import DistributedError, NotSupportedError
+from .._core.context import state
+from .._core.errors import DistributedError, GraphError, NotSupportedError
 from .._core.placement import sharding_of
 from .._tensor import Tensor, _rebind
 from .groups import AXIS, ProcessGroup, ReduceOp, group_of
+from .traced import block, run_traced
 
 __all__ = [
     "Work",
@@ -35,6 +36,7 @@ __all__ = [
     "all_to_all_single",
     "scatter",
     "gather",
+    "barrier",
 ]
 
 _P = PartitionSpec(AXIS)
@@ -42,11 +44,13 @@ _KINDS = {
     k: i
     for i, k in enumerate(
         ["all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor"]
-        + ["all_to_all_single", "scatter", "gather"]
+        + ["all_to_all_single", "scatter", "gather", "barrier"]
     )
 }
 _OPS = {op: i for i, op in enumerate(ReduceOp)}
 _SIG = 16
+PROGRAM = 100  # signature row code of a compiled program (see lazyflow.distributed.program)
+_Tracer = jax.core.Tracer
 
 
 class Work:
@@ -57,14 +61,15 @@ class Work:
         self._tensors = tensors
 
     def wait(self, timeout=None) -> bool:
-        """Block until the collective has finished; returns True."""
+        """Block until the collective has finished (inside compiled code: returns at once); returns True."""
         for t in self._tensors:
-            t._value.block_until_ready()
+            if not isinstance(t._value, _Tracer):
+                t._value.block_until_ready()
         return True
 
     def is_completed(self) -> bool:
         """Whether the result is computed (never blocks)."""
-        return all(t._value.is_ready() for t in self._tensors)
+        return all(isinstance(t._value, _Tracer) or t._value.is_ready() for t in self._tensors)
 
     def is_success(self) -> bool:
         return self.is_completed()
@@ -77,62 +82,33 @@ class Work:
 @functools.cache
 def _program(kind: str, op: ReduceOp | None, mesh, n: int, extra: int):
     """A jitted shard_map over ``mesh``: block (1, *shape) in, block (1, *out_shape) out."""
-
-    def body(x):
-        v = x[0]
-        if kind in ("all_reduce", "reduce"):
-            out = _reduce(v, op, n)
-        elif kind == "broadcast":
-            out = lax.all_gather(v, AXIS)[extra]
-        elif kind in ("all_gather", "gather", "signature"):
-            out = lax.all_gather(v, AXIS)
-        elif kind == "scatter":
-            out = lax.all_gather(v, AXIS)[extra][lax.axis_index(AXIS)]
-        elif kind == "reduce_scatter_tensor":
-            k = v.shape[0] // n
-            if op in (ReduceOp.SUM, ReduceOp.AVG) and v.dtype != jnp.bool_:
-                out = lax.psum_scatter(v, AXIS, scatter_dimension=0, tiled=True)
-                out = out / n if op is ReduceOp.AVG else out
-            else:
-                out = lax.dynamic_slice_in_dim(_reduce(v, op, n), lax.axis_index(AXIS) * k, k, 0)
-        elif kind == "all_to_all_single":
-            out = lax.all_to_all(v, AXIS, 0, 0, tiled=True)
-        else:
-            raise AssertionError(kind)
-        return out.astype(v.dtype)[None]
-
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=_P, out_specs=_P, check_vma=False))
-
-
-def _reduce(v, op, n):
-    if v.dtype == jnp.bool_:
-        i = v.astype(jnp.int32)
-        return (lax.pmin(i, AXIS) if op in (ReduceOp.MIN, ReduceOp.PRODUCT, ReduceOp.BAND) else lax.pmax(i, AXIS)) > 0
-    if op is ReduceOp.SUM:
-        return lax.psum(v, AXIS)
-    if op is ReduceOp.AVG:
-        return lax.psum(v, AXIS) / n
-    if op is ReduceOp.MAX:
-        return lax.pmax(v, AXIS)
-    if op is ReduceOp.MIN:
-        return lax.pmin(v, AXIS)
-    g = lax.all_gather(v, AXIS)
-    if op is ReduceOp.PRODUCT:
-        return jnp.prod(g, axis=0)
-    f = {ReduceOp.BAND: jnp.bitwise_and, ReduceOp.BOR: jnp.bitwise_or, ReduceOp.BXOR: jnp.bitwise_xor}[op]
-    return functools.reduce(f, [g[i] for i in range(n)])
+    return jax.jit(
+        jax.shard_map(
+            lambda x: block(kind, x[0], op, n, extra)[None], mesh=mesh, in_specs=_P, out_specs=_P, check_vma=False
+        )
+    )
 
 
 def _value(t, what: str, name: str):
     if not isinstance(t, Tensor):
         raise TypeError(f"{what}: {name} must be a lazyflow Tensor, got {type(t).__name__}")
     v = t._value
-    if isinstance(v, jax.core.Tracer):
-        raise NotSupportedError(
-            f"{what} inside lf.compile / nn.Graph: eager collectives cannot run in a traced program; use "
-            "nn.Graph's config.data_parallel(mesh, axis), which puts the all-reduces into the compiled step"
+    if state.tracing and not isinstance(v, _Tracer):
+        raise GraphError(
+            f"{what} inside compiled code on a tensor captured from outside it ({name} of shape {list(t.shape)}): "
+            "compiled collectives work on the function's arguments, its modules' parameters and buffers, and "
+            "tensors created inside it; pass the tensor as an argument"
         )
     return v
+
+
+def _compute(kind: str, g: ProcessGroup, v, op=None, rank: int = 0, index: int = 0):
+    """``kind`` over the group: signature exchange and an eager program, or, on a traced ``v``, the traced
+    collective (``rank``: the src/dst global rank for the exchange, ``index``: its index in the group)."""
+    if isinstance(v, _Tracer):
+        return run_traced(kind, g, v, op, index)
+    _check(kind, g, v, op, rank)
+    return _run(kind, g, v, op, index)
 
 
 def _run(kind: str, g: ProcessGroup, v, op=None, extra: int = 0):
@@ -144,8 +120,11 @@ def _run(kind: str, g: ProcessGroup, v, op=None, extra: int = 0):
 
 
 def _describe(row) -> str:
+    if int(row[0]) == PROGRAM:
+        return f"a compiled program with {int(row[1])} collectives"
     ndim = int(row[3])
-    return f"{_NAMES[int(row[0])]} of shape {tuple(int(d) for d in row[4 : 4 + ndim])} dtype code {int(row[2])}"
+    name = _DT.get(int(row[2]), "another dtype")
+    return f"{_NAMES[int(row[0])]} of shape {tuple(int(d) for d in row[4 : 4 + ndim])} dtype {name}"
 
 
 _NAMES = {i: k for k, i in _KINDS.items()}
@@ -173,24 +152,34 @@ def _check(kind: str, g: ProcessGroup, v, op=None, extra: int = 0) -> None:
     sig[3] = v.ndim
     sig[4 : 4 + min(v.ndim, 10)] = v.shape[:10]
     sig[14], sig[15] = extra, int(np.prod(v.shape)) % (2**31)
-    rows = np.asarray(_run("signature", g, jnp.asarray(sig)))
+    rows = exchange(g, sig)
     if (rows == rows[0]).all():
         return
-    detail = "; ".join(
-        f"rank {g.ranks[i]}: {_describe(r).replace(f'dtype code {int(r[2])}', _DT.get(int(r[2]), 'another dtype'))}"
-        + ("" if r[1] < 0 else f" op {list(ReduceOp)[int(r[1])].name}")
-        + (f" src/dst {int(r[14])}" if r[14] else "")
-        for i, r in enumerate(rows)
-    )
     raise DistributedError(
-        f"{kind}: the ranks of {g!r} called mismatched collectives ({detail}); every rank must call the same "
-        "collective with tensors of the same shape and dtype"
+        f"{kind}: the ranks of {g!r} called mismatched collectives ({describe_rows(g, rows)}); every rank must "
+        "call the same collective with tensors of the same shape and dtype"
+    )
+
+
+def exchange(g: ProcessGroup, sig) -> np.ndarray:
+    """Every member's signature row (int32[16]), by group rank: one small fixed-shape program, so it pairs up
+    whatever collective or compiled program each rank is about to run."""
+    return np.asarray(_run("signature", g, jnp.asarray(sig)))
+
+
+def describe_rows(g: ProcessGroup, rows) -> str:
+    """The members' signature rows in words, for an error message."""
+    return "; ".join(
+        f"rank {g.ranks[i]}: {_describe(r)}"
+        + ("" if r[1] < 0 or int(r[0]) == PROGRAM else f" op {list(ReduceOp)[int(r[1])].name}")
+        + (f" src/dst {int(r[14])}" if r[14] and int(r[0]) != PROGRAM else "")
+        for i, r in enumerate(rows)
     )
 
 
 def _finish(pairs, async_op: bool):
     for t, val in pairs:
-        _rebind(t, jax.device_put(val, sharding_of(t._meta[2])))
+        _rebind(t, val if isinstance(val, _Tracer) else jax.device_put(val, sharding_of(t._meta[2])))
     return Work([t for t, _ in pairs]) if async_op else None
 
 
@@ -229,8 +218,7 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: ProcessGroup 
     g = group_of(group, "all_reduce")
     v = _value(tensor, "all_reduce", "tensor")
     op = _op(op, "all_reduce", v)
-    _check("all_reduce", g, v, op)
-    return _finish([(tensor, _run("all_reduce", g, v, op))], async_op)
+    return _finish([(tensor, _compute("all_reduce", g, v, op))], async_op)
 
 
 def reduce(tensor: Tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
@@ -238,10 +226,8 @@ def reduce(tensor: Tensor, dst: int, op: ReduceOp = ReduceOp.SUM, group=None, as
     g = group_of(group, "reduce")
     v = _value(tensor, "reduce", "tensor")
     op = _op(op, "reduce", v)
-    _rank_arg(dst, g, "reduce", "dst")
-    _check("reduce", g, v, op, dst)
-    out = _run("reduce", g, v, op)
-    return _finish([(tensor, out if jax.process_index() == dst else v)], async_op)
+    d = _rank_arg(dst, g, "reduce", "dst")
+    return _finish([(tensor, _compute("reduce", g, v, op, dst, d))], async_op)
 
 
 def broadcast(tensor: Tensor, src: int, group: ProcessGroup | None = None, async_op: bool = False):
@@ -249,8 +235,7 @@ def broadcast(tensor: Tensor, src: int, group: ProcessGroup | None = None, async
     g = group_of(group, "broadcast")
     v = _value(tensor, "broadcast", "tensor")
     s = _rank_arg(src, g, "broadcast", "src")
-    _check("broadcast", g, v, None, src)
-    return _finish([(tensor, _run("broadcast", g, v, None, s))], async_op)
+    return _finish([(tensor, _compute("broadcast", g, v, None, src, s))], async_op)
 
 
 def all_gather(tensor_list: list[Tensor], tensor: Tensor, group=None, async_op: bool = False):
@@ -263,8 +248,7 @@ def all_gather(tensor_list: list[Tensor], tensor: Tensor, group=None, async_op: 
         _value(t, "all_gather", "tensor_list item")
         if tuple(t.shape) != v.shape:
             raise ValueError(f"all_gather: tensor_list holds a tensor of shape {tuple(t.shape)}, expected {v.shape}")
-    _check("all_gather", g, v)
-    out = _run("all_gather", g, v)
+    out = _compute("all_gather", g, v)
     return _finish([(t, out[i].astype(t._value.dtype)) for i, t in enumerate(tensor_list)], async_op)
 
 
@@ -281,8 +265,12 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=No
             f"all_gather_into_tensor: output_tensor must have shape {cat} or {(n, *v.shape)} and dtype {v.dtype}, "
             f"got {o.shape} {o.dtype}"
         )
-    _check("all_gather_into_tensor", g, v)
-    return _finish([(output_tensor, _run("all_gather", g, v).reshape(o.shape))], async_op)
+    if isinstance(v, _Tracer):
+        out = run_traced("all_gather", g, v)
+    else:
+        _check("all_gather_into_tensor", g, v)
+        out = _run("all_gather", g, v)
+    return _finish([(output_tensor, out.reshape(o.shape))], async_op)
 
 
 def reduce_scatter_tensor(
@@ -299,8 +287,7 @@ def reduce_scatter_tensor(
             f"reduce_scatter_tensor: input must have shape (world_size * k, ...) = ({n} * {o.shape[:1]}, "
             f"{o.shape[1:]}) for output {o.shape} {o.dtype}, got {v.shape} {v.dtype}"
         )
-    _check("reduce_scatter_tensor", g, v, op)
-    return _finish([(output, _run("reduce_scatter_tensor", g, v, op))], async_op)
+    return _finish([(output, _compute("reduce_scatter_tensor", g, v, op))], async_op)
 
 
 def all_to_all_single(
@@ -337,8 +324,12 @@ def all_to_all_single(
                 f"all_to_all_single: input's dim 0 must divide into {n} blocks and output must match input's shape "
                 f"and dtype; got input {v.shape} {v.dtype}, output {o.shape} {o.dtype}"
             )
-        _check("all_to_all_single", g, v)
-        return _finish([(output, _run("all_to_all_single", g, v))], async_op)
+        return _finish([(output, _compute("all_to_all_single", g, v))], async_op)
+    if isinstance(v, _Tracer):
+        raise NotSupportedError(
+            "all_to_all_single with split sizes inside lf.compile / nn.Graph: compiled code supports equal blocks "
+            "only (no split sizes); pad the blocks to one size, or call it eagerly"
+        )
     s_in = _splits(input_split_sizes, v.shape[0], n, "input")
     s_out = _splits(output_split_sizes, o.shape[0], n, "output")
     _check("all_to_all_single", g, np.empty((0, *v.shape[1:]), v.dtype), None, 1)
@@ -389,9 +380,11 @@ def scatter(tensor: Tensor, scatter_list: list[Tensor] | None = None, src: int =
         parts = [_value(t, "scatter", "scatter_list item") for t in scatter_list]
         if any(p.shape != v.shape or p.dtype != v.dtype for p in parts):
             raise ValueError(f"scatter: every scatter_list item must have tensor's shape {v.shape} and dtype")
-        stacked = jnp.stack([jax.device_put(p, g.device) for p in parts])
+        stacked = jnp.stack([p if isinstance(v, _Tracer) else jax.device_put(p, g.device) for p in parts])
     else:
-        stacked = jnp.zeros((g.size(), *v.shape), v.dtype, device=g.device)
+        stacked = jnp.zeros((g.size(), *v.shape), v.dtype, device=None if isinstance(v, _Tracer) else g.device)
+    if isinstance(v, _Tracer):
+        return _finish([(tensor, run_traced("scatter", g, jnp.asarray(stacked), None, s))], async_op)
     _check("scatter", g, v, None, src)
     return _finish([(tensor, _run("scatter", g, stacked, None, s))], async_op)
 
@@ -403,7 +396,28 @@ def gather(tensor: Tensor, gather_list: list[Tensor] | None = None, dst: int = 0
     _rank_arg(dst, g, "gather", "dst")
     if jax.process_index() == dst and (gather_list is None or len(gather_list) != g.size()):
         raise ValueError(f"gather: rank {dst} (dst) must pass a gather_list of {g.size()} tensors")
-    _check("gather", g, v, None, dst)
-    out = _run("gather", g, v)
+    out = _compute("gather", g, v, None, dst)
     pairs = [] if jax.process_index() != dst or gather_list is None else list(zip(gather_list, out))
     return _finish(pairs, async_op)
+
+
+def barrier(group: ProcessGroup | None = None, async_op: bool = False, device_ids=None, timeout=None):
+    """Block until every rank of ``group`` reaches this point (torch's signature).
+
+    It is a collective like the others (a small exchange between the ranks): a rank that meets a different
+    collective instead raises :class:`DistributedError` naming every rank's call, rather than waiting. Inside
+    compiled code it is a no-op (the program's own collectives order the ranks).
+
+    Args:
+        group: a group from :func:`new_group` (default: every rank).
+        async_op: return a :class:`Work` handle (already completed) instead of None.
+        device_ids, timeout: accepted for torch compatibility and ignored.
+    Raises:
+        DistributedNotInitializedError: a group is given before ``init_process_group``.
+        DistributedError: another rank called a different collective.
+    """
+    if group is not None or jax.process_count() > 1:
+        g = group_of(group, "barrier")
+        if not state.tracing:
+            _check("barrier", g, np.zeros((), np.int32))
+    return Work([]) if async_op else None

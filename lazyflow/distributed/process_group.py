@@ -19,7 +19,6 @@ __all__ = [
     "init_process_group",
     "get_rank",
     "get_world_size",
-    "barrier",
     "is_initialized",
     "destroy_process_group",
     "broadcast_object_list",
@@ -148,19 +147,6 @@ def get_rank(group=None) -> int:
 def get_world_size(group=None) -> int:
     """Number of processes (1 when not distributed); with a ``group``, the number of its members."""
     return jax.process_count() if group is None else group.size()
-
-
-def barrier(name: str = "lazyflow_barrier") -> None:
-    """Block until every process reaches this point (and the devices have finished the work queued before it).
-
-    Args:
-        name: a label, which must be the same in every process.
-    """
-    if jax.process_count() == 1:
-        return
-    from jax.experimental import multihost_utils
-
-    multihost_utils.sync_global_devices(name)
 
 
 def destroy_process_group() -> None:

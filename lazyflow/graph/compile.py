@@ -37,12 +37,15 @@ from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
 from .._core.checks import failure, index_checks_enabled, summarize
 from .._core.context import state
-from .._core.errors import AutogradError, GraphError
+from .._core.errors import AutogradError, GraphError, NotSupportedError
 from .._core.placement import sharding_of
 from .._core.refs import owned
 from .._creation import default_generator
 from .._tensor import Tensor, _make, _meta_of, _publish
 from ..autograd.node import Node
+from ..distributed.groups import group_of
+from ..distributed.program import SpmdProgram
+from ..distributed.traced import NeedsSpmd, spmd_summary
 from .dynamic import NotRowLocal, bucket, cut_rows, pad_rows, probe_sizes, prune, row_axes
 from .functionalize import rng_inputs, trace_pure, wrap_args
 from .mesh_config import MeshConfig
@@ -197,6 +200,7 @@ class CompiledFunction:
             raise ValueError(f"dynamic must be None, False or True, got {dynamic!r}")
         self._dynamic = bool(dynamic)
         self._families: OrderedDict = OrderedDict()  # dynamic=True: signature modulo batch size -> _Family
+        self._spmd = False  # the program calls collectives: it runs as a shard_map over every process
 
     # -- hooks (see the module docstring); CompiledModule overrides the state ones, nn.Graph all of them
     def _state(self) -> tuple[list[Tensor], int]:
@@ -236,7 +240,7 @@ class CompiledFunction:
         if state.tracing:  # nested inside another trace: just inline
             return self._eager_call(args, kwargs)
         leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
-        if self._dynamic and self.config.mesh is None:
+        if self._dynamic and self.config.mesh is None and not self._spmd:
             n = _rows(leaves)
             if n is not None:
                 return self._dynamic_call(args, kwargs, leaves, tree, n)
@@ -312,6 +316,10 @@ class CompiledFunction:
             fam.axes = axes[n_written:]
         except NotRowLocal as e:
             fam.reason = str(e)
+        except NeedsSpmd:  # compiled per batch size, like any program with collectives
+            self._spmd = True
+            fam.reason = "it calls collectives"
+            return fam
         except Exception as e:  # the function does not trace at another batch size (shape asserts, ...)
             fam.reason = f"it does not trace at batch size {b1} ({type(e).__name__}: {e})"
         if fam.reason is not None:
@@ -354,8 +362,11 @@ class CompiledFunction:
             (d_tree, k_tree, tuple(_aux_key(a) for a in d_leaves), tuple(_aux_key(a) for a in k_leaves)),
             self.config._mesh_key(),
             index_checks_enabled(),
+            self._spmd,
         )
-        donates = bool(n_carry or d_leaves)
+        if self._spmd:
+            self._check_spmd(connect)
+        donates = bool(n_carry or d_leaves) and not self._spmd  # (shard_map programs donate nothing)
         del d_leaves  # it references the buffers too: gone before the donation check
         v = self._variants.get(key)
         if v is None:
@@ -366,10 +377,32 @@ class CompiledFunction:
         else:
             self._variants.move_to_end(key)
             self._hits += 1
-        out = self._run(v, tensor_leaves, all_state, aux)
+        try:
+            out = self._run(v, tensor_leaves, all_state, aux)
+        except NeedsSpmd:
+            if self._spmd:
+                raise
+            # the trace met a collective: trace again as a shard_map over every process (nothing ran yet)
+            self._spmd = True
+            self._variants.pop(key, None)
+            self._compiles -= 1
+            return self._call(args, kwargs, leaves, tree)
         if out is _RETRY:  # captured tensors that need gradients are inputs now: run the call again with them
             return self._call(args, kwargs, leaves, tree)
         return out
+
+    def _check_spmd(self, connect: bool) -> None:
+        if self.config.mesh is not None:
+            raise NotSupportedError(
+                f"{self._where} calls collectives and also has config.data_parallel/shard_parameters: use one of "
+                "the two (explicit collectives run the program once per process, over every process)"
+            )
+        if connect:
+            raise NotSupportedError(
+                f"{self._where} calls collectives and its outputs need gradients: lf.compile cannot carry a "
+                "backward through collectives out of the call; call it under lf.no_grad(), or put the backward "
+                "inside the compiled step (lf.nn.Graph, where DistributedDataParallel averages the gradients)"
+            )
 
     def _new_variant(self, key, tree, leaves, all_state, v):
         if self._recompile_limit is not None and self._compiles >= self._recompile_limit:
@@ -402,6 +435,7 @@ class CompiledFunction:
         readonly = {id(t) for t in self._lifted}
         n_carry, n_state = v.n_carry, len(all_state)
         checks_on = index_checks_enabled()
+        spmd = self._spmd
         shardings = None
         if self.config.mesh is not None:  # keep every piece of state where it lives: no drift, no recompiles
             shardings = [sharding_of(t._meta[2]) for t in all_state]
@@ -434,6 +468,8 @@ class CompiledFunction:
                 # read on the host after the call: a failed check writes nothing back (the program of a variant
                 # with checks donates nothing, so the old state is intact; torch raises before updating anything)
                 _, summary = summarize(deferred)
+                if spmd:  # every rank raises the first failing rank's error, or none does
+                    summary = spmd_summary(summary)
             if shardings is not None:
                 new = [
                     jax.lax.with_sharding_constraint(x, shardings[i]) if shardings[i] is not None else x
@@ -454,7 +490,10 @@ class CompiledFunction:
             # donated input of its shape, so every buffer is updated where it lives
             return new[:n_carry], aux_out, new[n_carry:], out_vals, summary
 
-        v.kernel = jax.jit(kernel, donate_argnums=(0, 2) if v.donates else ())
+        if spmd:
+            v.kernel = SpmdProgram(kernel, group_of(None, where), where)
+        else:
+            v.kernel = jax.jit(kernel, donate_argnums=(0, 2) if v.donates else ())
         v.info = info
         if v.connect:
             ds, da = v.diff
@@ -497,10 +536,11 @@ class CompiledFunction:
                 donated = jax.tree_util.tree_unflatten(d_tree, owned(d_leaves, holders=2))
                 del d_leaves
             else:
-                carried = []
+                carried = [t._value for t in all_state[:n]]
             call_args = (carried, rest, donated, kept, arg_vals, seed, offset)
             del carried, rest, donated
-            if first and v.check is None:
+            spmd = isinstance(v.kernel, SpmdProgram)
+            if first and v.check is None and not spmd:
                 traced = v.kernel.trace(*call_args)  # the trace says whether the program checks values
                 if v.info["messages"]:
                     v.check = _check_program(traced.jaxpr)
@@ -517,7 +557,8 @@ class CompiledFunction:
             if first and self._debug >= 2:
                 self._print_program(v.kernel, call_args)
             new, aux_out, rest_new, outs, summary = v.kernel(*call_args)
-            summary = None  # read above
+            if not spmd:
+                summary = None  # read above
             del call_args
             new += rest_new
         if first:

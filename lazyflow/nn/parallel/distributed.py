@@ -4,6 +4,7 @@ At construction rank 0's parameters and buffers are broadcast to every rank. Aft
 :meth:`~DistributedDataParallel.no_sync`), the gradients are averaged over the ranks in one flat all-reduce per
 dtype: a post-accumulate-grad hook on each parameter queues the reduction, which the autograd engine runs once
 when the backward has finished (torch reduces buckets while the backward still runs; the result is the same).
+Inside an ``lf.nn.Graph`` step the same collectives compile into the step (``lazyflow.distributed.traced``).
 """
 
 from __future__ import annotations
@@ -38,13 +39,15 @@ def coalesced(tensors: list[Tensor], collective) -> None:
     for t in tensors:
         by_dtype.setdefault(t._value.dtype, []).append(t)
     for group in by_dtype.values():
-        flat = _make(jnp.concatenate([jnp.ravel(jax.device_put(t._value, jax.local_devices()[0])) for t in group]))
+        traced = _traced(group)  # inside compiled code: traced values, no placement
+        put = (lambda v, s: v) if traced else jax.device_put
+        flat = _make(jnp.concatenate([jnp.ravel(put(t._value, jax.local_devices()[0])) for t in group]))
         collective(flat)
         offset = 0
         for t in group:
             n = t._value.size
             piece = flat._value[offset : offset + n].reshape(t._value.shape)
-            _rebind(t, jax.device_put(piece, sharding_of(t._meta[2])))
+            _rebind(t, put(piece, sharding_of(t._meta[2])))
             offset += n
 
 
@@ -118,8 +121,6 @@ class DistributedDataParallel(Module):
     def forward(self, *args, **kwargs):
         buffers = list(self.module.buffers())
         if self.broadcast_buffers and buffers:
-            if _traced(buffers):
-                raise NotSupportedError(_IN_TRACE)
             coalesced(buffers, lambda flat: broadcast(flat, self._src, group=self.process_group))
         return self.module(*args, **kwargs)
 
@@ -146,12 +147,10 @@ class DistributedDataParallel(Module):
             if p.grad is None:
                 p.grad = _make(jax.device_put(jnp.zeros(p._value.shape, p._value.dtype), sharding_of(p._meta[2])))
         grads = [p.grad for p in params if p.grad is not None]
-        if _traced(grads):
-            raise NotSupportedError(_IN_TRACE)
         coalesced(grads, lambda flat: all_reduce(flat, ReduceOp.AVG, group=self.process_group))
 
 
 _IN_TRACE = (
-    "DistributedDataParallel runs eager collectives and cannot be used inside lf.compile / nn.Graph; in a Graph "
-    "use step.config.data_parallel(mesh, 'data'), which averages the gradients inside the compiled step"
+    "DistributedDataParallel(...) inside lf.compile / nn.Graph: construct the wrapper eagerly (it broadcasts rank "
+    "0's weights once), then use it inside the compiled step, where its averaging is compiled in"
 )
