@@ -12,7 +12,7 @@ from lazyflow._core.errors import AutogradError, GraphError
 
 
 def _np(t):
-    return np.asarray(t.detach().numpy() if isinstance(t, torch.Tensor) else t.detach().numpy())
+    return np.array(t.detach().numpy(), copy=True)
 
 
 def _classes(lib):
