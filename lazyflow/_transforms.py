@@ -22,9 +22,7 @@ import numpy as np
 
 from ._core.context import state
 from ._core.errors import ArgumentError, LazyflowError, OpError
-from ._creation import default_generator
 from ._tensor import Tensor, _make
-from .graph.functionalize import RngCounter, rng_inputs
 from .graph.trace import Tracing
 
 __all__ = ["vmap", "grad", "grad_and_value", "jacrev", "jacfwd", "hessian", "vjp", "jvp", "linearize", "VmapError"]
@@ -61,25 +59,41 @@ def _tensors(tree):
     return jax.tree_util.tree_map(leaf, tree)
 
 
+def _ordered(template, tree):
+    """``tree`` (built by JAX, whose dicts come back with sorted keys) with the dict key order of ``template``."""
+    if isinstance(template, dict) and isinstance(tree, dict) and set(template) == set(tree):
+        return {k: _ordered(template[k], tree[k]) for k in template}
+    if isinstance(template, (tuple, list)) and isinstance(tree, (tuple, list)) and len(template) == len(tree):
+        return type(tree)(_ordered(a, b) for a, b in zip(template, tree))
+    return tree
+
+
+def _skeleton(x):
+    if isinstance(x, dict):
+        return {k: _skeleton(v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return type(x)(_skeleton(v) for v in x)
+    return 0
+
+
 def _values(tree):
     return jax.tree_util.tree_map(lambda x: x._value if isinstance(x, Tensor) else x, tree, is_leaf=_is_tensor)
 
 
 class _Rng:
-    """The random-number hook for one transform call: the enclosing trace's when there is one, else a counter over
-    the default generator (advanced afterwards, so the next call draws fresh numbers)."""
+    """The random-number hook for one transform call: the enclosing trace's when there is one; otherwise None, so
+    random ops draw from their generator's own counter as eager code does (concrete numbers, advancing it)."""
 
     def __init__(self):
-        self.own = None
-        if state.tracing and state.rng_hook is not None:
-            self.hook = state.rng_hook
-        else:
-            seed, offset = rng_inputs()
-            self.own = self.hook = RngCounter(jnp.uint32(seed), jnp.uint32(offset))
+        self.hook = state.rng_hook if state.tracing else None
 
-    def done(self) -> None:
-        if self.own is not None:
-            default_generator._offset += self.own.count
+
+def _draw(gen):
+    """The generator's next (seed, offset) pair, as ``Generator._next`` gives it outside any trace."""
+    off = gen._offset
+    gen._offset = off + 1
+    s = gen._seed
+    return (s ^ (s >> 32)) & 0xFFFFFFFF, off & 0xFFFFFFFF
 
 
 def _run(func, args, kwargs, hook):
@@ -99,7 +113,7 @@ def _argnums(argnums, n: int, where: str) -> tuple[int, ...]:
     out = []
     for i in nums:
         if not -n <= i < n:
-            raise ArgumentError(f"{where}: got argnums={argnums!r}, but only {n} positional inputs")
+            raise OpError(f"{where}: Got argnums={argnums!r}, but only {n} positional inputs")
         out.append(i % n)
     return tuple(out)
 
@@ -109,7 +123,7 @@ def _check_float(tree, where: str) -> None:
         if not isinstance(x, Tensor):
             raise ArgumentError(f"{where}: the differentiated arguments must be Tensors, got a {type(x).__name__}")
         if not x.dtype.is_floating_point:
-            raise ArgumentError(
+            raise OpError(
                 f"{where}: only Tensors of floating point dtype can be differentiated, got {x.dtype.name}; convert "
                 "with .float()"
             )
@@ -161,12 +175,10 @@ def grad_and_value(func: Callable, argnums: int | tuple[int, ...] = 0, has_aux: 
             _check_float(args[i], where)
         rng = _Rng()
         jf = _pure(func, args, kwargs, nums, has_aux, where, rng.hook, scalar=True)
-        v, g = jax.value_and_grad(jf, argnums=tuple(range(len(nums))), has_aux=has_aux)(
-            *[_values(args[i]) for i in nums]
-        )
-        rng.done()
-        g = g[0] if isinstance(argnums, int) else g
-        return _tensors(g), _tensors(v)
+        jnums = 0 if isinstance(argnums, int) else tuple(range(len(nums)))
+        v, g = jax.value_and_grad(jf, argnums=jnums, has_aux=has_aux)(*[_values(args[i]) for i in nums])
+        g = _ordered(args[nums[0]] if isinstance(argnums, int) else tuple(args[i] for i in nums), _tensors(g))
+        return g, _tensors(v)
 
     return wrapper
 
@@ -217,11 +229,9 @@ def _jac(func, argnums, has_aux, transform, where):
             _check_float(args[i], where)
         rng = _Rng()
         jf = _pure(func, args, kwargs, nums, has_aux, where, rng.hook)
-        out = transform(jf, argnums=tuple(range(len(nums))), has_aux=has_aux)(*[_values(args[i]) for i in nums])
-        rng.done()
+        jnums = 0 if isinstance(argnums, int) else tuple(range(len(nums)))
+        out = transform(jf, argnums=jnums, has_aux=has_aux)(*[_values(args[i]) for i in nums])
         jac, aux = out if has_aux else (out, None)
-        if isinstance(argnums, int):
-            jac = jax.tree_util.tree_map(lambda t: t[0], jac, is_leaf=lambda x: isinstance(x, tuple))
         return (_tensors(jac), _tensors(aux)) if has_aux else _tensors(jac)
 
     return wrapper
@@ -242,7 +252,6 @@ def vjp(func: Callable, *primals: Any, has_aux: bool = False):
     nums = tuple(range(len(primals)))
     jf = _pure(func, primals, {}, nums, has_aux, where, rng.hook)
     res = jax.vjp(jf, *[_values(p) for p in primals], has_aux=has_aux)
-    rng.done()
     out, pull = res[0], res[1]
     out_tree = jax.tree_util.tree_structure(out)
 
@@ -264,27 +273,26 @@ def jvp(func: Callable, primals: Any, tangents: Any, *, strict: bool = False, ha
     ``tangents`` (one per primal, same shapes).
 
     Raises:
-        ArgumentError: primals/tangents not tuples, or of different structure or shapes.
+        OpError: primals/tangents not tuples, or of different structure or shapes (RuntimeError, as torch).
     """
     where = "jvp(f, primals, tangents)"
     if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
-        raise ArgumentError(f"{where}: Expected primals and tangents to be tuples")
+        raise OpError(f"{where}: Expected primals and tangents to be tuples")
     if len(primals) != len(tangents):
-        raise ArgumentError(f"{where}: Expected primals and tangents to have the same length")
+        raise OpError(f"{where}: Expected primals and tangents to have the same length")
     for p, t in zip(primals, tangents):
         _check_float(p, where)
         pv, tv = _values(p), _values(t)
         if jax.tree_util.tree_structure(pv) != jax.tree_util.tree_structure(tv) or any(
             np.shape(a) != np.shape(b) for a, b in zip(jax.tree_util.tree_leaves(pv), jax.tree_util.tree_leaves(tv))
         ):
-            raise ArgumentError(f"{where}: Expected tangents to have the same structure and shapes as primals")
+            raise OpError(f"{where}: Expected tangents to have the same structure and shapes as primals")
     rng = _Rng()
     nums = tuple(range(len(primals)))
     jf = _pure(func, primals, {}, nums, has_aux, where, rng.hook)
     res = jax.jvp(
         jf, tuple(_values(p) for p in primals), tuple(_cast(t, p) for t, p in zip(tangents, primals)), has_aux=has_aux
     )
-    rng.done()
     return tuple(_tensors(r) for r in res)
 
 
@@ -301,7 +309,6 @@ def linearize(func: Callable, *primals: Any):
     nums = tuple(range(len(primals)))
     jf = _pure(func, primals, {}, nums, False, where, rng.hook)
     out, lin = jax.linearize(jf, *[_values(p) for p in primals])
-    rng.done()
 
     def jvp_fn(*tangents):
         if len(tangents) != len(primals):
@@ -332,11 +339,11 @@ class _VmapRng:
                 "vmap: called random operation while in randomness error mode. Please either use the 'same' or "
                 "'different' randomness flags on vmap or perform the randomness operation out of vmap"
             )
-        seed, offset = self.base(gen)
+        seed, offset = _draw(gen) if self.base is None else self.base(gen)
         if self.randomness == "same" or self.index is None:
             return seed, offset
         mix = (self.index.astype(jnp.uint32) + jnp.uint32(1)) * jnp.uint32(0x9E3779B1)
-        return seed ^ mix, offset
+        return jnp.asarray(seed, jnp.uint32) ^ mix, offset
 
 
 def _leaf_dims(in_dims, args, where: str) -> list:
@@ -436,9 +443,9 @@ def vmap(
             for i, v in zip(tpos, tvals):
                 full[i] = _tensors(v)
             vrng.index = idx
-            out = _run(func, jax.tree_util.tree_unflatten(tree, full), kwargs, vrng)
+            out = _run(func, _ordered(args, jax.tree_util.tree_unflatten(tree, full)), kwargs, vrng)
             vals = _arrays(out, where)
-            out_tree_box[:] = [jax.tree_util.tree_structure(vals)]
+            out_tree_box[:] = [_skeleton(out)]  # the structure, with the user's dict key order
             return vals
 
         t_axes = [axes[i] for i in tpos]
@@ -463,8 +470,7 @@ def vmap(
             if isinstance(e, LazyflowError):
                 raise
             raise VmapError(f"{where}: out_dims={out_dims!r} do not fit the outputs: {str(e).splitlines()[0]}") from e
-        rng.done()
-        return _tensors(res)
+        return _ordered(out_tree_box[0], _tensors(res))
 
     return wrapper
 

@@ -52,13 +52,17 @@ def test_jacobian_matches_torch(create_graph):
     got = LF.jacobian(f_two(lf), (_t(lf, A), _t(lf, B)), create_graph=create_graph)
     _close(got, TF.jacobian(f_two(torch), (_t(torch, A), _t(torch, B))))
     assert got[0][0].requires_grad == create_graph
-    _close(LF.jacobian(f_one(lf), _t(lf, A), vectorize=True, strategy="forward-mode"),
-           TF.jacobian(f_one(torch), _t(torch, A), vectorize=True, strategy="forward-mode"))
+    _close(
+        LF.jacobian(f_one(lf), _t(lf, A), vectorize=True, strategy="forward-mode"),
+        TF.jacobian(f_one(torch), _t(torch, A), vectorize=True, strategy="forward-mode"),
+    )
 
 
 def test_hessian_matches_torch():
     _close(LF.hessian(scalar(lf), _t(lf, A)), TF.hessian(scalar(torch), _t(torch, A)))
-    _close(LF.hessian(scalar_two(lf), (_t(lf, A), _t(lf, B))), TF.hessian(scalar_two(torch), (_t(torch, A), _t(torch, B))))
+    _close(
+        LF.hessian(scalar_two(lf), (_t(lf, A), _t(lf, B))), TF.hessian(scalar_two(torch), (_t(torch, A), _t(torch, B)))
+    )
 
 
 def test_vjp_jvp_match_torch():
@@ -77,8 +81,10 @@ def test_vjp_jvp_match_torch():
 
 def test_hvp_vhp_match_torch():
     for lname, tname in (("hvp", "hvp"), ("vhp", "vhp")):
-        _close(getattr(LF, lname)(scalar(lf), _t(lf, A), _t(lf, V3)),
-               getattr(TF, tname)(scalar(torch), _t(torch, A), _t(torch, V3)))
+        _close(
+            getattr(LF, lname)(scalar(lf), _t(lf, A), _t(lf, V3)),
+            getattr(TF, tname)(scalar(torch), _t(torch, A), _t(torch, V3)),
+        )
         _close(
             getattr(LF, lname)(scalar_two(lf), (_t(lf, A), _t(lf, B)), (_t(lf, V3), _t(lf, B))),
             getattr(TF, tname)(scalar_two(torch), (_t(torch, A), _t(torch, B)), (_t(torch, V3), _t(torch, B))),
@@ -96,7 +102,7 @@ def test_create_graph_results_are_differentiable():
 
 
 def test_strict_and_bad_inputs_raise_like_torch():
-    unused = lambda x, y: x * 2  # noqa: E731
+    unused = lambda x, y: x * 2
     for lib, mod in ((lf, LF), (torch, TF)):
         args = (_t(lib, A), _t(lib, A))
         with pytest.raises(RuntimeError, match="independent"):
