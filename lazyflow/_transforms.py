@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -251,7 +252,7 @@ def vjp(func: Callable, *primals: Any, has_aux: bool = False):
     rng = _Rng()
     nums = tuple(range(len(primals)))
     jf = _pure(func, primals, {}, nums, has_aux, where, rng.hook)
-    res = jax.vjp(jf, *[_values(p) for p in primals], has_aux=has_aux)
+    res: tuple = jax.vjp(jf, *[_values(p) for p in primals], has_aux=has_aux)
     out, pull = res[0], res[1]
     out_tree = jax.tree_util.tree_structure(out)
 

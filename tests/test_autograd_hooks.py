@@ -152,7 +152,7 @@ def test_full_backward_hook_without_input_grad_gets_none_like_torch():
     for lib in (lf, torch):
         m = _mlp(lib)
         seen = []
-        m[0].register_full_backward_hook(lambda mod, gi, go: seen.append((gi, _np(go[0]))))
+        m[0].register_full_backward_hook(lambda mod, gi, go: seen.append((gi, _np(go[0]))))  # noqa: B023
         (m(lib.tensor(X)) ** 2).sum().backward()
         assert seen[0][0] == (None,)
         got.append(seen[0][1])

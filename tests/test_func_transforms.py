@@ -73,7 +73,7 @@ def test_vmap_errors_like_torch():
         with pytest.raises(RuntimeError, match="randomness"):
             lib.func.vmap(lambda a: a, randomness="sometimes")(x)
         with pytest.raises(RuntimeError, match="randomness error mode"):
-            lib.func.vmap(lambda a: a + lib.rand(3))(x)
+            lib.func.vmap(lambda a: a + lib.rand(3))(x)  # noqa: B023
     with pytest.raises(ArgumentError, match="must return Tensors"):
         lf.func.vmap(lambda a: 3.0)(lf.tensor(X))
 

@@ -15,6 +15,7 @@ import inspect
 from typing import Any
 
 import jax
+import jax.core
 import jax.numpy as jnp
 import numpy as np
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import weakref
 
 import jax
+import jax.core
 import jax.numpy as jnp
 
 from .._core.context import state

@@ -10,6 +10,8 @@ pre-hooks.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .._core.context import state
 from .._core.errors import AutogradError, GraphError, user_frame
 from .._tensor import Tensor
@@ -77,7 +79,7 @@ class _InputHook(Function):
         return (None, *_run_full_hooks(rec, grad_input))
 
 
-def call_with_backward_hooks(module, forward, args: tuple, kwargs: dict):
+def call_with_backward_hooks(module, forward, args: tuple, kwargs: dict) -> Any:
     """Run ``forward(*args, **kwargs)`` with the module's backward hooks attached to its inputs and outputs."""
     if state.tracing and not state.grad_enabled:
         # lf.compile and lf.func trace without a tape: JAX differentiates the program, no hook could run
@@ -93,10 +95,10 @@ def call_with_backward_hooks(module, forward, args: tuple, kwargs: dict):
     if pos and any(args[i].requires_grad for i in pos):
         rec.inputs_in_graph = True
         wrapped = _InputHook.apply(rec, *[args[i] for i in pos])
-        args = list(args)
+        new_args = list(args)
         for i, w in zip(pos, wrapped):
-            args[i] = w
-        args = tuple(args)
+            new_args[i] = w
+        args = tuple(new_args)
     out = forward(*args, **kwargs)
     single = isinstance(out, Tensor)
     outs = (out,) if single else out
