@@ -26,7 +26,19 @@ from ._core.errors import ArgumentError, LazyflowError, OpError
 from ._tensor import Tensor, _make
 from .graph.trace import Tracing
 
-__all__ = ["vmap", "grad", "grad_and_value", "jacrev", "jacfwd", "hessian", "vjp", "jvp", "linearize", "VmapError"]
+__all__ = [
+    "functionalize",
+    "vmap",
+    "grad",
+    "grad_and_value",
+    "jacrev",
+    "jacfwd",
+    "hessian",
+    "vjp",
+    "jvp",
+    "linearize",
+    "VmapError",
+]
 
 _is_tensor = lambda x: isinstance(x, Tensor)
 
@@ -317,6 +329,22 @@ def linearize(func: Callable, *primals: Any):
         return _tensors(lin(*[_cast(t, p) for t, p in zip(tangents, primals)]))
 
     return _tensors(out), jvp_fn
+
+
+def functionalize(func: Callable, *, remove: str = "mutations") -> Callable:
+    """torch.func.functionalize: a function computing the same without in-place mutation of intermediates. Graph
+    mode already turns in-place ops into new values (JAX arrays are immutable) while keeping the writes to the
+    inputs that torch's functionalize also keeps, so ``func`` is returned as it is.
+
+    Raises:
+        OpError: ``remove`` is not ``"mutations"`` or ``"mutations_and_views"`` (a RuntimeError, as torch).
+    """
+    if remove not in ("mutations", "mutations_and_views"):
+        raise OpError(
+            f"functionalize(f, remove='mutations'): received invalid argument for remove={remove!r}; expected "
+            "'mutations' or 'mutations_and_views'"
+        )
+    return func
 
 
 # ---------------------------------------------------------------------------------------------------------- vmap

@@ -23,7 +23,19 @@ from ._core.context import state
 from ._core.errors import ArgumentError, LazyflowError, OpError
 from ._creation import default_generator
 from ._tensor import Tensor, _make
-from ._transforms import VmapError, grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp, vmap
+from ._transforms import (
+    VmapError,
+    functionalize,
+    grad,
+    grad_and_value,
+    hessian,
+    jacfwd,
+    jacrev,
+    jvp,
+    linearize,
+    vjp,
+    vmap,
+)
 from .graph.functionalize import RngCounter, rng_inputs, traced
 from .graph.trace import Tracing
 from .nn.module import Module
@@ -34,6 +46,7 @@ __all__ = [
     "stack_module_state",
     "TiedWeightsError",
     "vmap",
+    "functionalize",
     "grad",
     "grad_and_value",
     "jacrev",

@@ -184,3 +184,22 @@ def test_transforms_inside_lf_compile_match_eager():
     compiled = lf.compile(fn)
     _close(compiled(lf.tensor(X)), fn(lf.tensor(X)))
     _close(compiled(lf.tensor(Y)), tf.vmap(tf.grad(lambda r: (r.sin() * r).sum()))(torch.tensor(Y)) * 2)
+
+
+def test_functionalize_keeps_results_and_input_mutations_like_torch():
+    def body(lib):
+        def fn(a):
+            b = a * 2
+            b.add_(1)  # an intermediate mutation
+            a.mul_(3)  # a mutation of the input, which functionalize keeps
+            return b
+
+        a = lib.tensor(V)
+        out = lib.func.functionalize(fn)(a)
+        return out, a
+
+    _close(body(lf), body(torch))
+    assert lf.func.functionalize(f, remove="mutations_and_views") is f
+    for lib in (lf, torch):
+        with pytest.raises(RuntimeError, match="invalid argument for remove"):
+            lib.func.functionalize(f, remove="views")
