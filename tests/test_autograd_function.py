@@ -354,3 +354,35 @@ def test_hook_inside_compile_is_a_graph_error():
 
     with pytest.raises(GraphError, match="register_hook inside compiled code"):
         f(lf.ones(2, requires_grad=True))
+
+
+class _Mixed(lf.autograd.Function):
+    """A tensor kept as a ctx attribute (not save_for_backward), an integer output, a non-tensor output."""
+
+    @staticmethod
+    def forward(ctx, x, n):
+        ctx.y = x.exp()
+        i = x.argmax()
+        ctx.mark_non_differentiable(i)
+        return ctx.y * n, i, "tag"
+
+    @staticmethod
+    def backward(ctx, g, gi, gs):
+        return g * ctx.y * 2, None  # twice the true derivative: shows this backward is the one used
+
+
+def test_mixed_outputs_and_ctx_attributes_eager_compiled_and_transformed():
+    x0 = np.array([0.1, 0.5, -0.2], np.float32)
+    want = 2 * np.exp(x0)  # the true derivative would be 3 * exp(x)
+    x = lf.tensor(x0, requires_grad=True)
+    y, i, tag = _Mixed.apply(x, 3.0)
+    assert tag == "tag" and int(i) == 1 and not i.requires_grad
+    y.sum().backward()
+    np.testing.assert_allclose(_np(x.grad), want, rtol=1e-6)
+    x.grad = None
+    lf.compile(lambda x: _Mixed.apply(x, 3.0)[0].sum())(x).backward()
+    np.testing.assert_allclose(_np(x.grad), want, rtol=1e-6)
+    g = lf.func.grad(lambda x: _Mixed.apply(x, 3.0)[0].sum())(lf.tensor(x0))
+    np.testing.assert_allclose(_np(g), want, rtol=1e-6)
+    gv = lf.func.vmap(lf.func.grad(lambda x: _Mixed.apply(x, 3.0)[0].sum()))(lf.tensor(np.stack([x0, x0])))
+    np.testing.assert_allclose(_np(gv), np.stack([want, want]), rtol=1e-6)
