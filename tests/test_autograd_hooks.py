@@ -283,3 +283,20 @@ def test_gradcheck_bad_inputs():
         lf.autograd.gradcheck(lambda a: a * 2, (lf.ones(2, dtype=lf.float64),))
     with pytest.raises(TypeError, match="reverse-mode"):
         lf.autograd.gradcheck(lambda a: a * 2, (lf.ones(2, requires_grad=True),), check_forward_ad=True)
+
+
+def test_hooks_on_leaves_outside_compile_run_for_a_compiled_forward():
+    """The compiled program is one tape node: hooks on its inputs and outputs (outside the trace) run as in eager."""
+    res = []
+    for compiled in (False, True):
+        seen = []
+        x = lf.tensor(X[0], requires_grad=True)
+        x.register_hook(lambda g: g * 2)
+        fn = (lambda a: (a.sin() * a).sum()) if not compiled else lf.compile(lambda a: (a.sin() * a).sum())
+        out = fn(x)
+        out.register_hook(lambda g: seen.append(float(g)))  # noqa: B023
+        out.backward()
+        res.append((_np(x.grad), seen))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-6)
+    np.testing.assert_allclose(res[1][0], 2 * (np.sin(X[0]) + X[0] * np.cos(X[0])), rtol=1e-5)
+    assert res[0][1] == res[1][1] == [1.0]
