@@ -24,6 +24,7 @@ import numpy as np
 from ._core.context import state
 from ._core.errors import ArgumentError, LazyflowError, OpError
 from ._tensor import Tensor, _make
+from .autograd._custom import traced_apply_count
 from .graph.trace import Tracing
 
 __all__ = [
@@ -109,9 +110,9 @@ def _draw(gen):
     return (s ^ (s >> 32)) & 0xFFFFFFFF, off & 0xFFFFFFFF
 
 
-def _run(func, args, kwargs, hook):
+def _run(func, args, kwargs, hook, forward_mode: bool = False):
     prev = state.grad_enabled
-    with Tracing(rng_hook=hook):
+    with Tracing(rng_hook=hook, vjp_rules=False if forward_mode else None):
         state.grad_enabled = False
         try:
             return func(*args, **kwargs)
@@ -142,14 +143,14 @@ def _check_float(tree, where: str) -> None:
             )
 
 
-def _pure(func, args, kwargs, nums, has_aux: bool, where: str, hook, scalar: bool = False):
+def _pure(func, args, kwargs, nums, has_aux: bool, where: str, hook, scalar: bool = False, forward_mode: bool = False):
     """``jf(*diff_values) -> out`` (or ``(out, aux)``) over the arrays of ``args[nums]``."""
 
     def jf(*dvals):
         full = list(args)
         for i, d in zip(nums, dvals):
             full[i] = _tensors(d)
-        out = _run(func, full, kwargs, hook)
+        out = _run(func, full, kwargs, hook, forward_mode)
         if has_aux:
             if not isinstance(out, tuple) or len(out) != 2:
                 raise ArgumentError(
@@ -234,6 +235,20 @@ def jacfwd(
     return _jac(func, argnums, has_aux, jax.jacfwd, "jacfwd(f)(*args)")
 
 
+def _forward_mode(run, where: str):
+    """``run()``; JAX refuses forward mode through a ``jax.custom_vjp``: say that it was an lf.autograd.Function."""
+    before = traced_apply_count()
+    try:
+        return run()
+    except TypeError as e:
+        if traced_apply_count() == before or isinstance(e, LazyflowError):
+            raise
+        raise OpError(
+            f"{where}: forward-mode differentiation through an lf.autograd.Function is not supported (a Function "
+            "defines its backward only, as a jax.custom_vjp); use jacrev, vjp or grad instead"
+        ) from e
+
+
 def _jac(func, argnums, has_aux, transform, where):
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -241,9 +256,10 @@ def _jac(func, argnums, has_aux, transform, where):
         for i in nums:
             _check_float(args[i], where)
         rng = _Rng()
-        jf = _pure(func, args, kwargs, nums, has_aux, where, rng.hook)
+        jf = _pure(func, args, kwargs, nums, has_aux, where, rng.hook, forward_mode=transform is jax.jacfwd)
         jnums = 0 if isinstance(argnums, int) else tuple(range(len(nums)))
-        out = transform(jf, argnums=jnums, has_aux=has_aux)(*[_values(args[i]) for i in nums])
+        vals = [_values(args[i]) for i in nums]
+        out = _forward_mode(lambda: transform(jf, argnums=jnums, has_aux=has_aux)(*vals), where)
         jac, aux = out if has_aux else (out, None)
         return (_tensors(jac), _tensors(aux)) if has_aux else _tensors(jac)
 
@@ -302,10 +318,9 @@ def jvp(func: Callable, primals: Any, tangents: Any, *, strict: bool = False, ha
             raise OpError(f"{where}: Expected tangents to have the same structure and shapes as primals")
     rng = _Rng()
     nums = tuple(range(len(primals)))
-    jf = _pure(func, primals, {}, nums, has_aux, where, rng.hook)
-    res = jax.jvp(
-        jf, tuple(_values(p) for p in primals), tuple(_cast(t, p) for t, p in zip(tangents, primals)), has_aux=has_aux
-    )
+    jf = _pure(func, primals, {}, nums, has_aux, where, rng.hook, forward_mode=True)
+    ps, ts = tuple(_values(p) for p in primals), tuple(_cast(t, p) for t, p in zip(tangents, primals))
+    res = _forward_mode(lambda: jax.jvp(jf, ps, ts, has_aux=has_aux), where)
     return tuple(_tensors(r) for r in res)
 
 
@@ -320,8 +335,8 @@ def linearize(func: Callable, *primals: Any):
         _check_float(p, where)
     rng = _Rng()
     nums = tuple(range(len(primals)))
-    jf = _pure(func, primals, {}, nums, False, where, rng.hook)
-    out, lin = jax.linearize(jf, *[_values(p) for p in primals])
+    jf = _pure(func, primals, {}, nums, False, where, rng.hook, forward_mode=True)
+    out, lin = _forward_mode(lambda: jax.linearize(jf, *[_values(p) for p in primals]), where)
 
     def jvp_fn(*tangents):
         if len(tangents) != len(primals):

@@ -386,3 +386,20 @@ def test_mixed_outputs_and_ctx_attributes_eager_compiled_and_transformed():
     np.testing.assert_allclose(_np(g), want, rtol=1e-6)
     gv = lf.func.vmap(lf.func.grad(lambda x: _Mixed.apply(x, 3.0)[0].sum()))(lf.tensor(np.stack([x0, x0])))
     np.testing.assert_allclose(_np(gv), np.stack([want, want]), rtol=1e-6)
+
+
+def test_traced_bad_backward_and_forward_mode_errors():
+    Bad = _bad(lf, lambda g: g)
+    x = lf.ones(2, requires_grad=True)
+    with pytest.raises(AutogradError, match="BadBackward returned an incorrect number of gradients"):
+        lf.compile(lambda x: Bad.apply(x, 2.0).sum())(x).backward()
+    with pytest.raises(AutogradError, match="BadBackward returned an incorrect number of gradients"):
+        lf.func.grad(lambda x: Bad.apply(x, 2.0).sum())(lf.ones(2))
+    _, Ste, Cube = LF
+    with pytest.raises(RuntimeError, match="forward-mode differentiation through an lf.autograd.Function"):
+        lf.func.jacfwd(Ste.apply)(lf.ones(2))
+    with pytest.raises(RuntimeError, match="forward-mode"):
+        lf.func.jvp(Ste.apply, (lf.ones(2),), (lf.ones(2),))
+    # forward over reverse differentiates the user's backward (3 x^2 g), so hessian works: diag(6 x)
+    h = lf.func.hessian(lambda x: Cube.apply(x).sum())(lf.tensor([1.0, 2.0]))
+    np.testing.assert_allclose(_np(h), np.diag([6.0, 12.0]), rtol=1e-6)

@@ -28,6 +28,12 @@ from .node import Node
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
 _Tracer = jax.core.Tracer
+_traced_applies = [0]  # how many Functions became a jax.custom_vjp (lf.func names them when forward mode fails)
+
+
+def traced_apply_count() -> int:
+    """How many ``apply`` calls have run on traced inputs so far (a ``jax.custom_vjp`` each)."""
+    return _traced_applies[0]
 
 
 class FunctionCtx:
@@ -366,6 +372,7 @@ def _apply_eager(cls, args: tuple):
 
 
 def _apply_traced(cls, args: tuple):
+    _traced_applies[0] += 1
     sig = _Signature(cls, args)
     tpos = sig.tpos
     tensors = [args[i] for i in tpos]
