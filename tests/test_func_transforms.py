@@ -207,7 +207,7 @@ def test_functionalize_keeps_results_and_input_mutations_like_torch():
 
 def test_forward_mode_through_ops_with_backward_rules_matches_torch():
     """pow, relu, abs, clamp, norm carry op-table backward rules (jax.custom_vjp); forward mode traces without them."""
-    g = lambda x: (x**3 + x.relu() * x.abs() + x.clamp(-0.5, 0.5)) / x.norm()  # noqa: E731
+    g = lambda x: (x**3 + x.relu() * x.abs() + x.clamp(-0.5, 0.5)) / x.norm()
     _pair(lambda lib, T: lib.func.jacfwd(g)(T(V)))
     _pair(lambda lib, T: lib.func.jvp(g, (T(V),), (T(V * 2),)))
     _pair(lambda lib, T: lib.func.hessian(lambda x: g(x).sum())(T(V)))
