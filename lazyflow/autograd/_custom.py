@@ -141,13 +141,25 @@ def _is_float(meta) -> bool:
     return meta[1].is_floating_point
 
 
+class _ArgSpec:
+    __slots__ = ("tensor", "shape", "dtype", "kind")
+
+    def __init__(self, a):
+        self.tensor = isinstance(a, Tensor)
+        self.shape = tuple(a.shape) if self.tensor else ()
+        self.dtype = a.dtype if self.tensor else None
+        self.kind = type(a).__name__
+
+
 class _Signature:
     """Static facts about one ``apply`` call: argument kinds and the outputs' layout."""
 
     def __init__(self, cls, args):
         self.cls = cls
         self.name = f"{cls.__name__}Backward"
-        self.args = args
+        # what backward's results are checked against: each tensor argument's (shape, dtype), else its type name --
+        # not the arguments themselves, which the node must not keep alive
+        self.specs = tuple(_ArgSpec(a) for a in args)
         self.tpos = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
 
 
@@ -169,7 +181,7 @@ def _new_style(cls) -> bool:
     return cls.setup_context is not Function.setup_context
 
 
-def _check_grads(name: str, args, res, create_graph: bool) -> list:
+def _check_grads(name: str, args: tuple[_ArgSpec, ...], res, create_graph: bool) -> list:
     """The user's gradients, one per input, validated, cast and summed to each input's shape."""
     if not isinstance(res, tuple):
         res = (res,)
@@ -186,17 +198,17 @@ def _check_grads(name: str, args, res, create_graph: bool) -> list:
         if g is None:
             out.append(None)
             continue
-        if not isinstance(a, Tensor):
+        if not a.tensor:
             raise AutogradError(
                 f"function {name} returned a gradient different than None at position {i}, but the corresponding "
-                f"forward input was not a Tensor (a {type(a).__name__}); return None for it"
+                f"forward input was not a Tensor (a {a.kind}); return None for it"
             )
         if not isinstance(g, Tensor):
             raise AutogradError(
                 f"function {name} returned a {type(g).__name__} as the gradient at position {i}; expected a Tensor "
                 "or None"
             )
-        shape = tuple(a.shape)
+        shape = a.shape
         if tuple(g.shape) != shape:
             try:
                 ok = np.broadcast_shapes(shape, tuple(g.shape)) == tuple(g.shape)
@@ -248,7 +260,7 @@ class _EagerEntry:
             res = self.sig.cls.backward(ctx, *grads)
         finally:
             state.grad_enabled = prev
-        checked = _check_grads(self.sig.name, self.sig.args, res, create_graph)
+        checked = _check_grads(self.sig.name, self.sig.specs, res, create_graph)
         if not retain_graph:
             ctx._freed = True
         outs = []
@@ -430,10 +442,7 @@ def _apply_traced(cls, args: tuple):
         state.interp, state.tracing, state.grad_enabled = interp, True, False
         try:
             res = cls.backward(ctx, *grads)
-            full = list(args)
-            for i, v in zip(tpos, vals):
-                full[i] = _make(v)
-            checked = _check_grads(sig.name, tuple(full), res, False)
+            checked = _check_grads(sig.name, sig.specs, res, False)
         finally:
             state.interp, state.tracing, state.grad_enabled = prev
         out = []
