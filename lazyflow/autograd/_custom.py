@@ -220,8 +220,9 @@ def _check_grads(name: str, args: tuple[_ArgSpec, ...], res, create_graph: bool)
                     f"shape compatible with {list(shape)}"
                 )
             g = _sum_to(g, shape) if create_graph else _make(sum_to_shape(g._value, shape))
-        if g.dtype is not a.dtype and a.dtype.is_floating_point:
-            g = g.to(a.dtype)
+        dt = a.dtype
+        if dt is not None and g.dtype is not dt and dt.is_floating_point:
+            g = g.to(dt)
         out.append(g)
     return out
 
