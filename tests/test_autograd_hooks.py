@@ -300,3 +300,16 @@ def test_hooks_on_leaves_outside_compile_run_for_a_compiled_forward():
     np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-6)
     np.testing.assert_allclose(res[1][0], 2 * (np.sin(X[0]) + X[0] * np.cos(X[0])), rtol=1e-5)
     assert res[0][1] == res[1][1] == [1.0]
+
+
+def test_retain_grad_sees_the_hooked_gradient_like_torch():
+    def run(lib):
+        x = lib.ones(2, requires_grad=True)
+        y = x * 2
+        y.retain_grad()
+        y.register_hook(lambda g: g * 10)
+        (y * 3).sum().backward()
+        return _np(y.grad), _np(x.grad)
+
+    got = _both(run)
+    np.testing.assert_allclose(got[0], [30.0, 30.0])

@@ -163,6 +163,7 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
     pending: dict[int, list] = {}
     touched: dict[int, object] = {}  # leaves with post-accumulate hooks that got a gradient
     nodes: dict[int, object] = {}
+    retained: dict[tuple[int, int], object] = {}
 
     def deliver(t, g, edge):
         """Route gradient ``g`` of tensor ``t`` to ``edge`` = (node, output index), or to ``t`` if a leaf."""
@@ -182,12 +183,9 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
                 else:
                     t.grad = _make(g, t._meta) if t.grad is None else _make(acc(t.grad._value, g), t._meta)
             return
-        if t._retain and capture is None:
-            if create_graph:
-                t.grad = g if t.grad is None else t.grad + g
-            else:
-                t.grad = _make(g, t._meta) if t.grad is None else _make(acc(t.grad._value, g), t._meta)
         n, i = edge
+        if t._retain and capture is None:
+            retained[(id(n), i)] = t  # written once the node's hooks have run (torch: retain_grad's hook runs last)
         slot = pending.get(id(n))
         if slot is None:
             slot = pending[id(n)] = [None] * n.n_out
@@ -220,6 +218,14 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
             for i, hooks in node.hooks.items():
                 if hooks and gs[i] is not None:
                     gs[i] = _run_hooks(hooks, gs[i], None, create_graph)
+        if retained:
+            for i, g in enumerate(gs):
+                t = retained.pop((id(node), i), None)
+                if t is not None and g is not None:
+                    if create_graph:
+                        t.grad = g if t.grad is None else t.grad + g
+                    else:
+                        t.grad = _make(g, t._meta) if t.grad is None else _make(acc(t.grad._value, g), t._meta)
         entry = node.entry
         custom = getattr(entry, "custom_backward", None)
         if custom is not None:
