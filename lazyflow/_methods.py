@@ -165,8 +165,8 @@ def _register_hook(self: Tensor, hook):
     gradient. Returns a handle whose ``remove()`` unregisters it.
 
     Eagerly and in an ``lf.nn.Graph`` step (whose backward runs on the tape inside the program) hooks run as in
-    torch. Inside ``lf.compile`` the program is differentiated by JAX as a whole, with no tape to attach a hook to:
-    registering one there raises :class:`GraphError`.
+    torch. Inside ``lf.compile`` (and ``lf.func`` transforms) the program is differentiated by JAX as a whole, with no
+    tape to attach a hook to: registering one there raises :class:`GraphError`.
 
     Raises:
         AutogradError: the tensor does not require grad.
@@ -174,9 +174,9 @@ def _register_hook(self: Tensor, hook):
     """
     if state.tracing and not state.grad_enabled:
         raise GraphError(
-            f"Tensor.register_hook inside compiled code at {user_frame()}: lf.compile differentiates the program "
-            "with JAX as a whole, so there is no tape to hook; register the hook outside the compiled function "
-            "(on its inputs or outputs), or use lf.nn.Graph, whose backward runs on the tape"
+            f"Tensor.register_hook inside compiled code at {user_frame()}: lf.compile (and an lf.func transform) "
+            "differentiates the program with JAX as a whole, so there is no tape to hook; register the hook outside "
+            "the compiled function (on its inputs or outputs), or use lf.nn.Graph, whose backward runs on the tape"
         )
     return _engine.register_hook(self, hook)
 

@@ -313,3 +313,12 @@ def test_retain_grad_sees_the_hooked_gradient_like_torch():
 
     got = _both(run)
     np.testing.assert_allclose(got[0], [30.0, 30.0])
+
+
+def test_hook_inside_an_lf_func_transform_is_a_graph_error():
+    def f(x):
+        x.register_hook(lambda g: g)
+        return x.sum()
+
+    with pytest.raises(GraphError, match="lf.func transform"):
+        lf.func.grad(f)(lf.ones(2))
