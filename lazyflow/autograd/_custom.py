@@ -370,7 +370,9 @@ def _apply_eager(cls, args: tuple):
             res[i] = _make(o._value, o._meta)  # an input returned as it is: a new tensor, as torch's view of it
     out_metas = [o._meta if isinstance(o, Tensor) else None for o in res]
     entry = _EagerEntry(sig, ctx, out_metas, diff)
-    node = Node(entry, args, (None,) * len(args), len(res), diff)
+    # only the inputs that get a gradient are kept (the engine reads those); backward checks against sig.specs
+    inputs = tuple(a if i in diff else None for i, a in enumerate(args))
+    node = Node(entry, inputs, (None,) * len(args), len(res), diff)
     for i, o in enumerate(res):
         if not isinstance(o, Tensor):
             continue
