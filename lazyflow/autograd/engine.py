@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from typing import Any
 
 import jax
 import jax.core
@@ -163,7 +164,7 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
     pending: dict[int, list] = {}
     touched: dict[int, object] = {}  # leaves with post-accumulate hooks that got a gradient
     nodes: dict[int, object] = {}
-    retained: dict[tuple[int, int], object] = {}
+    retained: dict[tuple[int, int], Any] = {}
 
     def deliver(t, g, edge):
         """Route gradient ``g`` of tensor ``t`` to ``edge`` = (node, output index), or to ``t`` if a leaf."""
