@@ -34,8 +34,8 @@ from ._transforms import (
     jvp,
     linearize,
     vjp,
-    vmap,
 )
+from ._vmap import vmap
 from .graph.functionalize import RngCounter, rng_inputs, traced
 from .graph.trace import Tracing
 from .nn.module import Module

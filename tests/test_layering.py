@@ -61,7 +61,8 @@ LAYERS = {
     "lazyflow.utils.jax": 4,  # to_jax/from_jax and wrap (a generated op record run by whichever interpreter is active)
     "lazyflow.utils.checkpoint": 4,  # activation checkpointing: a tape node over autograd, jax.checkpoint in traces
     "lazyflow.utils.scan": 4,  # ScanLayers: a ModuleList (nn) whose call scans inside a trace
-    "lazyflow._transforms": 4.4,  # lf.func's vmap/grad/jacrev...: user code traced to JAX, JAX's transforms
+    "lazyflow._transforms": 4.4,  # lf.func's grad/jacrev/jvp...: user code traced to JAX, JAX's transforms
+    "lazyflow._vmap": 4.42,  # lf.func.vmap on jax.vmap (in_dims/out_dims, randomness, chunk_size)
     "lazyflow.func": 4.5,  # functional_call: nn modules run on graph mode's trace interpreter
     "lazyflow.graph": 5,  # graph/__init__, module.py (CompiledModule) and nn_graph.py sit above nn/optim
     "lazyflow.checkpoint": 6,
