@@ -114,6 +114,8 @@ from .graph.nn_graph import Graph as _Graph
 nn.Graph = _Graph  # lf.nn.Graph (defined in lazyflow.graph: it sits above nn and optim)
 from . import checkpoint, config
 from . import func
+from .autograd import functional as _autograd_functional  # lf.autograd.functional (sits above the Tensor ops)
+from .func import vmap
 from . import accelerator, backends, cuda, jit, export
 from .checkpoint import load, save
 

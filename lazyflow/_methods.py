@@ -14,11 +14,13 @@ from . import _creation as C
 from . import _functional as F
 from ._core import dtypes as D
 from ._core.context import state
+from ._core.errors import AutogradError, GraphError, user_frame
 from ._functional.elementwise import _UNARY
 from ._functional.inplace import _ip
 from ._indexing import getitem, setitem
 from ._legacy import legacy_new, tensor_type
 from ._tensor import Tensor, _Tracer
+from .autograd import engine as _engine
 from .autograd.function import backward as _autograd_backward
 from .ops.table import REGISTRY as R
 
@@ -158,8 +160,40 @@ def _backward(
     _autograd_backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
 
+def _register_hook(self: Tensor, hook):
+    """Call ``hook(grad)`` each time the gradient of this tensor is computed; a returned Tensor replaces the
+    gradient. Returns a handle whose ``remove()`` unregisters it.
+
+    Eagerly and in an ``lf.nn.Graph`` step (whose backward runs on the tape inside the program) hooks run as in
+    torch. Inside ``lf.compile`` (and ``lf.func`` transforms) the program is differentiated by JAX as a whole, with no
+    tape to attach a hook to: registering one there raises :class:`GraphError`.
+
+    Raises:
+        AutogradError: the tensor does not require grad.
+        GraphError: called inside ``lf.compile``'s trace.
+    """
+    if state.tracing and not state.grad_enabled:
+        raise GraphError(
+            f"Tensor.register_hook inside compiled code at {user_frame()}: lf.compile (and an lf.func transform) "
+            "differentiates the program with JAX as a whole, so there is no tape to hook; register the hook outside "
+            "the compiled function (on its inputs or outputs), or use lf.nn.Graph, whose backward runs on the tape"
+        )
+    return _engine.register_hook(self, hook)
+
+
+def _register_post_accumulate_grad_hook(self: Tensor, hook):
+    """Call ``hook(tensor)`` after a backward has accumulated into this leaf's ``.grad``; returns a handle."""
+    if self._node is not None:
+        raise AutogradError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    if not self._rg:
+        raise AutogradError("cannot register a hook on a tensor that doesn't require gradient")
+    return _engine.register_post_accumulate_grad_hook(self, hook)
+
+
 Tensor.__new__ = staticmethod(_tensor_new)
 Tensor.backward = _backward
+Tensor.register_hook = _register_hook
+Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
 Tensor.__getitem__ = getitem
 Tensor.__setitem__ = setitem
 Tensor.addcmul_ = _addcmul_

@@ -251,9 +251,6 @@ class Tensor:
         self._rg = False
         return self
 
-    def register_hook(self, hook):
-        raise AutogradError("Tensor.register_hook is not supported by lazyflow's tape yet")
-
     # ------------------------------------------------------------------ conversion
     def jax(self):
         """The underlying ``jax.Array`` (no copy). JAX arrays are immutable, so sharing it is safe -- except with

@@ -1,4 +1,6 @@
-"""``lf.func``: a module as a pure function of its parameters and buffers (torch.func's names and semantics).
+"""``lf.func``: a module as a pure function of its parameters and buffers, and the function transforms (vmap, grad,
+jacrev, jacfwd, hessian, vjp, jvp, linearize: see :mod:`lazyflow._transforms`), with torch.func's names and
+semantics.
 
 :func:`functional_call` runs ``module`` with some or all of its parameters and buffers replaced by the given
 values, for this call only: the module's own tensors are never touched. Given lazyflow tensors it runs eagerly and
@@ -21,12 +23,40 @@ from ._core.context import state
 from ._core.errors import ArgumentError, LazyflowError, OpError
 from ._creation import default_generator
 from ._tensor import Tensor, _make
+from ._transforms import (
+    VmapError,
+    functionalize,
+    grad,
+    grad_and_value,
+    hessian,
+    jacfwd,
+    jacrev,
+    jvp,
+    linearize,
+    vjp,
+)
+from ._vmap import vmap
 from .graph.functionalize import RngCounter, rng_inputs, traced
 from .graph.trace import Tracing
 from .nn.module import Module
 from .utils.jax import from_jax, to_jax
 
-__all__ = ["functional_call", "stack_module_state", "TiedWeightsError"]
+__all__ = [
+    "functional_call",
+    "stack_module_state",
+    "TiedWeightsError",
+    "vmap",
+    "functionalize",
+    "grad",
+    "grad_and_value",
+    "jacrev",
+    "jacfwd",
+    "hessian",
+    "vjp",
+    "jvp",
+    "linearize",
+    "VmapError",
+]
 
 _Tracer = jax.core.Tracer
 _is_tensor = lambda x: isinstance(x, Tensor)

@@ -18,7 +18,10 @@ LAYERS = {
     "lazyflow.autograd.node": 2.2,
     "lazyflow.autograd.grad_mode": 2.2,
     "lazyflow.autograd.engine": 2.3,
+    "lazyflow.autograd._custom": 2.35,  # lf.autograd.Function: a tape node (eager), a jax.custom_vjp (traced)
+    "lazyflow.autograd.anomaly_mode": 2.35,  # detect_anomaly: the switch nodes and the engine read
     "lazyflow.autograd.function": 2.4,
+    "lazyflow.autograd._gradcheck": 2.42,  # gradcheck: the tape against finite differences
     "lazyflow.autograd": 2.45,
     "lazyflow._dispatch": 2.5,
     "lazyflow._sample": 2.55,  # eager fills built on the host (no kernel per shape)
@@ -38,6 +41,7 @@ LAYERS = {
     "lazyflow.linalg": 2.82,  # torch.linalg: composites over _functional and the linalg primitives
     "lazyflow._legacy": 2.85,  # torch's legacy constructors (lf.Tensor(2, 3), lf.FloatTensor) and Tensor.type()
     "lazyflow._methods": 2.9,
+    "lazyflow.autograd.functional": 2.91,  # jacobian/hessian/vjp/jvp on the tape (stacks rows: above _functional)
     "lazyflow._grad_scaler": 2.93,  # torch.amp.GradScaler (duck-typed optimizers)
     "lazyflow.amp": 2.95,
     "lazyflow.eager": 3,
@@ -57,6 +61,8 @@ LAYERS = {
     "lazyflow.utils.jax": 4,  # to_jax/from_jax and wrap (a generated op record run by whichever interpreter is active)
     "lazyflow.utils.checkpoint": 4,  # activation checkpointing: a tape node over autograd, jax.checkpoint in traces
     "lazyflow.utils.scan": 4,  # ScanLayers: a ModuleList (nn) whose call scans inside a trace
+    "lazyflow._transforms": 4.4,  # lf.func's grad/jacrev/jvp...: user code traced to JAX, JAX's transforms
+    "lazyflow._vmap": 4.42,  # lf.func.vmap on jax.vmap (in_dims/out_dims, randomness, chunk_size)
     "lazyflow.func": 4.5,  # functional_call: nn modules run on graph mode's trace interpreter
     "lazyflow.graph": 5,  # graph/__init__, module.py (CompiledModule) and nn_graph.py sit above nn/optim
     "lazyflow.checkpoint": 6,

@@ -281,6 +281,7 @@ def test_namespace_names_are_torchs(ns):
 #: lazyflow's own names inside those namespaces, and why
 NAMESPACE_EXTRAS = {
     "TiedWeightsError": "the ValueError class functional_call raises for tied names given different values",
+    "VmapError": "the ValueError class lf.func.vmap raises for in_dims/out_dims or batch sizes that do not fit",
     "DeviceProperties": "the type lf.cuda.get_device_properties returns (torch's is torch._C._CudaDeviceProperties)",
 }
 

@@ -3,26 +3,99 @@
 from __future__ import annotations
 
 import weakref
+from typing import Any
+
+import jax
+import jax.core
+import jax.numpy as jnp
 
 from .._core.context import state
 from .._core.errors import AutogradError
-from .._tensor import _make
+from .._tensor import Tensor, _make
+from .node import _anomaly
 
 _post_accumulate: dict[int, tuple] = {}  # id(leaf) -> (weakref to it, [hooks])
 _callbacks: list = []  # queued by hooks during a backward, run once at its end
+_leaf_hooks: dict[int, tuple] = {}  # id(leaf) -> (weakref to it, [hooks]): Tensor.register_hook on a leaf
 
 
 class _Handle:
-    def __init__(self, key: int, hook) -> None:
+    def __init__(self, key: int, hook, table: dict | None = None) -> None:
         self._key, self._hook = key, hook
+        self._table = _post_accumulate if table is None else table
 
     def remove(self) -> None:
         """Unregister the hook (a no-op when already removed)."""
-        entry = _post_accumulate.get(self._key)
+        entry = self._table.get(self._key)
         if entry is not None and self._hook in entry[1]:
             entry[1].remove(self._hook)
             if not entry[1]:
-                del _post_accumulate[self._key]
+                del self._table[self._key]
+
+
+class _NodeHandle:
+    def __init__(self, node, oidx: int, hook) -> None:
+        self._node, self._oidx, self._hook = weakref.ref(node), oidx, hook
+
+    def remove(self) -> None:
+        """Unregister the hook (a no-op when already removed)."""
+        node = self._node()
+        hooks = None if node is None or node.hooks is None else node.hooks.get(self._oidx)
+        if hooks is not None and self._hook in hooks:
+            hooks.remove(self._hook)
+
+
+def register_hook(t, hook):
+    """Call ``hook(grad)`` whenever the gradient of ``t`` is computed; a non-None return replaces it (torch's
+    ``Tensor.register_hook``). On a leaf the hook runs before the gradient is accumulated into ``.grad`` (or
+    returned by ``lf.autograd.grad``); on a non-leaf once all contributions are summed, before they flow on.
+    Returns a handle with ``remove()``."""
+    if not t._rg:
+        raise AutogradError(
+            f"cannot register a hook on a tensor that doesn't require gradient (shape {list(t.shape)}); call "
+            "requires_grad_() on a leaf first"
+        )
+    node = t._node
+    if node is None:
+        key = id(t)
+        entry = _leaf_hooks.get(key)
+        if entry is None or entry[0]() is not t:
+            entry = _leaf_hooks[key] = (weakref.ref(t, lambda _, k=key: _leaf_hooks.pop(k, None)), [])
+        entry[1].append(hook)
+        return _Handle(key, hook, _leaf_hooks)
+    if node.hooks is None:
+        node.hooks = {}
+    node.hooks.setdefault(t._oidx, []).append(hook)
+    return _NodeHandle(node, t._oidx, hook)
+
+
+def _run_hooks(hooks, g, meta, create_graph):
+    """Apply tensor hooks to one gradient value (an array, or a Tensor under create_graph)."""
+    for hook in list(hooks):
+        gt = g if isinstance(g, Tensor) else _make(g, meta)
+        r = hook(gt)
+        if r is not None:
+            if not isinstance(r, Tensor):
+                raise AutogradError(f"a tensor hook returned a {type(r).__name__}; return a Tensor or None")
+            if tuple(r.shape) != tuple(gt.shape):
+                raise AutogradError(
+                    f"hook returned a gradient of shape {list(r.shape)} for a tensor of shape {list(gt.shape)}; "
+                    "a hook must keep the gradient's shape"
+                )
+            g = r if create_graph else r._value
+    return g
+
+
+def _check_nan(node, outs) -> None:
+    for i, g in enumerate(outs):
+        if g is None:
+            continue
+        v = g._value if isinstance(g, Tensor) else g
+        if jnp.issubdtype(v.dtype, jnp.inexact) and not isinstance(v, jax.core.Tracer) and bool(jnp.isnan(v).any()):
+            raise AutogradError(
+                f"Function '{node.name()}' returned nan values in its {i}th output. The forward call that created "
+                f"it ran at {node.site or '<not recorded: enable detect_anomaly before the forward>'}"
+            )
 
 
 def register_post_accumulate_grad_hook(t, hook) -> _Handle:
@@ -91,9 +164,14 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
     pending: dict[int, list] = {}
     touched: dict[int, object] = {}  # leaves with post-accumulate hooks that got a gradient
     nodes: dict[int, object] = {}
+    retained: dict[tuple[int, int], Any] = {}
 
     def deliver(t, g, edge):
         """Route gradient ``g`` of tensor ``t`` to ``edge`` = (node, output index), or to ``t`` if a leaf."""
+        if edge is None and id(t) in _leaf_hooks:
+            entry = _leaf_hooks[id(t)]
+            if entry[0]() is t:
+                g = _run_hooks(entry[1], g, t._meta, create_graph)
         if capture is not None and id(t) in capture:
             prev = capture[id(t)]
             capture[id(t)] = g if prev is None else acc(prev, g)
@@ -106,12 +184,9 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
                 else:
                     t.grad = _make(g, t._meta) if t.grad is None else _make(acc(t.grad._value, g), t._meta)
             return
-        if t._retain and capture is None:
-            if create_graph:
-                t.grad = g if t.grad is None else t.grad + g
-            else:
-                t.grad = _make(g, t._meta) if t.grad is None else _make(acc(t.grad._value, g), t._meta)
         n, i = edge
+        if t._retain and capture is None:
+            retained[(id(n), i)] = t  # written once the node's hooks have run (torch: retain_grad's hook runs last)
         slot = pending.get(id(n))
         if slot is None:
             slot = pending[id(n)] = [None] * n.n_out
@@ -140,8 +215,23 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
                     f"in-place operation: a tensor of shape {a.shape} used by {node.name()} is at version "
                     f"{a._version}; expected version {v}. Use an out-of-place op or .clone() first"
                 )
+        if node.hooks:
+            for i, hooks in node.hooks.items():
+                if hooks and gs[i] is not None:
+                    gs[i] = _run_hooks(hooks, gs[i], None, create_graph)
+        if retained:
+            for i, g in enumerate(gs):
+                t = retained.pop((id(node), i), None)
+                if t is not None and g is not None:
+                    if create_graph:
+                        t.grad = g if t.grad is None else t.grad + g
+                    else:
+                        t.grad = _make(g, t._meta) if t.grad is None else _make(acc(t.grad._value, g), t._meta)
         entry = node.entry
-        if create_graph:
+        custom = getattr(entry, "custom_backward", None)
+        if custom is not None:
+            outs = custom(node, gs, create_graph, retain_graph)
+        elif create_graph:
             outs = interp.apply(
                 entry.bwd_op(node.diff),
                 tuple(node.inputs)
@@ -153,10 +243,12 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
         else:
             vals = [getattr(a, "_value", a) for a in node.inputs]
             outs = entry.bwd_call(vals, gs, node.diff)
+        if _anomaly[0]:
+            _check_nan(node, outs)
         edges = node.edges
         for pos, g in zip(node.diff, outs):
             a = node.inputs[pos]
-            if a._rg:
+            if g is not None and a._rg:
                 deliver(a, g, edges[pos])
         if not retain_graph:
             node.inputs = None

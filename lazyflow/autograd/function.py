@@ -1,4 +1,5 @@
-"""``backward`` and ``grad``: entry points into the tape engine."""
+"""``backward`` and ``grad``: entry points into the tape engine; ``Function`` and ``once_differentiable``
+(defined in ``_custom``) under torch's module name ``torch.autograd.function``."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from jax.core import Tracer
 from .._core.errors import AutogradError
 from .._ingress import array as owned_array
 from .._tensor import Tensor, _make
+from ._custom import Function, FunctionCtx, once_differentiable
 from .engine import run_backward
 
-__all__ = ["backward", "grad"]
+__all__ = ["backward", "grad", "Function", "FunctionCtx", "once_differentiable"]
 
 
 _ONES: dict = {}  # (shape, dtype, placement) -> a ones array: the implicit seed of backward(), built once per kind

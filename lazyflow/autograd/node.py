@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import itertools
 
+from .._core.errors import user_frame
+
 _seq = itertools.count()
+_anomaly = [False]  # lf.autograd.set_detect_anomaly: nodes remember where the forward ran, backward checks NaN
 
 
 def next_seq() -> int:
@@ -25,7 +28,7 @@ class Node:
     must not reroute gradients recorded before it (torch's saved variables keep their grad_fn the same way).
     """
 
-    __slots__ = ("entry", "inputs", "versions", "n_out", "edges", "diff", "seq", "__weakref__")
+    __slots__ = ("entry", "inputs", "versions", "n_out", "edges", "diff", "seq", "hooks", "site", "__weakref__")
 
     def __init__(self, entry, inputs, versions, n_out, diff=None):
         self.entry = entry
@@ -35,9 +38,14 @@ class Node:
         self.versions = versions
         self.n_out = n_out
         self.seq = next(_seq)  # recording order
+        self.hooks = None  # {output index: [hook]}: Tensor.register_hook on a non-leaf output
+        self.site = user_frame() if _anomaly[0] else None
         self.edges = tuple((a._node, a._oidx) if getattr(a, "_node", None) is not None else None for a in inputs)
 
     def name(self) -> str:
+        custom = getattr(self.entry, "node_name", None)
+        if custom is not None:
+            return custom
         return "".join(p.capitalize() for p in self.entry.name.split("_")) + "Backward0"
 
     def __repr__(self) -> str:

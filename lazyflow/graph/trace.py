@@ -35,8 +35,8 @@ _Tracer = jax.core.Tracer
 
 
 @functools.lru_cache(maxsize=8192)
-def _specialized(op, statics, descs):
-    return specialize(op, statics, descs)
+def _specialized(op, statics, descs, rules=True):
+    return specialize(op, statics, descs, rules)
 
 
 class TraceEntry(OpRecord):
@@ -52,13 +52,19 @@ def _tmeta(v):
 class Tracing:
     """Context for one trace: installs the trace interpreter and records captured concrete tensors."""
 
-    def __init__(self, readonly_ids=(), rng_hook=None):
+    def __init__(self, readonly_ids=(), rng_hook=None, vjp_rules=None):
         self.captured: dict[int, Tensor] = {}
         self.readonly = set(readonly_ids)
         self.rng_hook = rng_hook
+        # the op table's backward rules (jax.custom_vjp) are attached unless a forward-mode transform (lf.func.jacfwd,
+        # jvp) traces this code; None inherits the enclosing trace's choice
+        self.vjp_rules = vjp_rules
 
     def __enter__(self):
         self._prev = (state.interp, state.tracing, state.rng_hook, getattr(state, "trace_ctx", None))
+        if self.vjp_rules is None:
+            outer = self._prev[3]
+            self.vjp_rules = True if outer is None or not state.tracing else outer.vjp_rules
         state.interp = TraceInterpreter(self)
         state.tracing = True
         state.rng_hook = self.rng_hook
@@ -98,7 +104,7 @@ class TraceInterpreter:
         return tuple(descs), vals, rg
 
     def _run(self, op, args, statics, descs, vals):
-        fn = _specialized(op, statics, descs)
+        fn = _specialized(op, statics, descs, self.ctx.vjp_rules)
         if op.check is not None and state.checks is not None:
             check = op.check(descs, statics)
             if check is not None:  # a value condition eager tests on the host: deferred to after the program

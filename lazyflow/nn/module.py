@@ -24,6 +24,7 @@ from .._functional.inplace import zero_grads
 from .._ingress import array as owned_array
 from .._tensor import Tensor, _make, _rebind
 from ..autograd import no_grad
+from ._backward_hooks import call_with_backward_hooks
 from .parameter import Buffer, Parameter
 
 __all__ = ["Module", "RemovableHandle", "IncompatibleKeys"]
@@ -206,6 +207,8 @@ class Module:
         d["_forward_hooks_always_called"] = _HookDict()
         d["_forward_pre_hooks"] = _HookDict()
         d["_forward_pre_hooks_with_kwargs"] = _HookDict()
+        d["_backward_hooks"] = _HookDict()
+        d["_backward_pre_hooks"] = _HookDict()
 
     def forward(self, *args, **kwargs):
         """The computation; every subclass defines it."""
@@ -215,6 +218,8 @@ class Module:
     def __call__(self, *args, **kwargs):
         d = self.__dict__
         if not (d.get("_forward_pre_hooks") or d.get("_forward_hooks")):
+            if d.get("_backward_hooks") or d.get("_backward_pre_hooks"):
+                return call_with_backward_hooks(self, self.forward, args, kwargs)
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
@@ -234,7 +239,10 @@ class Module:
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
         try:
-            result = self.forward(*args, **kwargs)
+            if self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks"):
+                result = call_with_backward_hooks(self, self.forward, args, kwargs)
+            else:
+                result = self.forward(*args, **kwargs)
         except Exception:
             for hid, hook in list(self._forward_hooks.items()):
                 if hid in self._forward_hooks_always_called:
@@ -299,6 +307,33 @@ class Module:
             self._forward_hooks_always_called[handle.id] = True
         if prepend:
             self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Run ``hook(module, grad_input, grad_output)`` when the gradients w.r.t. the module's positional tensor
+        inputs have been computed; a returned tuple replaces ``grad_input`` (torch's semantics; see
+        ``lazyflow/nn/_backward_hooks.py``). Works eagerly and in ``lf.nn.Graph``; calling a hooked module inside
+        ``lf.compile`` or an ``lf.func`` transform raises ``GraphError``.
+
+        Returns:
+            a handle whose ``remove()`` unregisters the hook.
+        """
+        return self._add_backward_hook(self.__dict__.setdefault("_backward_hooks", _HookDict()), hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Run ``hook(module, grad_output)`` when the gradients w.r.t. the module's outputs have been computed,
+        before the gradients w.r.t. its inputs; a returned tuple replaces ``grad_output``.
+
+        Returns:
+            a handle whose ``remove()`` unregisters the hook.
+        """
+        return self._add_backward_hook(self.__dict__.setdefault("_backward_pre_hooks", _HookDict()), hook, prepend)
+
+    def _add_backward_hook(self, hooks: _HookDict, hook: Callable, prepend: bool) -> RemovableHandle:
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
         return handle
 
     # ------------------------------------------------------------------ attribute routing
@@ -880,6 +915,8 @@ class Module:
             ("_forward_hooks_with_kwargs", {}),
             ("_forward_hooks_always_called", {}),
             ("_forward_pre_hooks_with_kwargs", {}),
+            ("_backward_hooks", _HookDict()),
+            ("_backward_pre_hooks", _HookDict()),
             ("_non_persistent_buffers_set", set()),
         ):
             self.__dict__.setdefault(k, v)

@@ -175,16 +175,18 @@ def _cast(x, dt):
     return x if x.dtype == jd else astype(x, jd)
 
 
-def specialize(op_def: OpDef, statics: tuple, descs: tuple) -> Callable:
+def specialize(op_def: OpDef, statics: tuple, descs: tuple, rules: bool = True) -> Callable:
     """The pure function eager jits and graph mode calls: casts operands per the dtype rule, then impl.
 
     An op's backward rule is attached here with ``jax.custom_vjp``, so every differentiation of the function --
-    the eager tape, the graph tape, and ``jax.vjp`` of a whole compiled program -- uses the same rule.
+    the eager tape, the graph tape, and ``jax.vjp`` of a whole compiled program -- uses the same rule. With
+    ``rules=False`` it is left off: JAX cannot run a ``custom_vjp`` in forward mode (``lf.func.jacfwd``/``jvp``),
+    which then differentiates the implementation itself.
     """
     kw = dict(zip(op_def.static, statics))
     cdts = compute_dtypes(op_def, descs, statics)
     impl = partial(op_def.impl, **kw) if kw else op_def.impl
-    if op_def.bwd is not None:
+    if op_def.bwd is not None and rules:
         impl = _with_rule(op_def.bwd, impl, kw)
     if all(c is None for c in cdts):
         return impl
