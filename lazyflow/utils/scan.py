@@ -1,9 +1,10 @@
 """``lf.utils.scan.ScanLayers``: a ``ModuleList`` of identical blocks that compiles as one ``lax.scan`` body.
 
-Calling it applies the blocks in order (``x = block(x)``). Eagerly that is a plain loop. Inside compiled code that JAX
-differentiates (``lf.compile``, ``lf.func.functional_call`` under a JAX transform) the blocks' parameters and buffers
-are stacked on a new leading axis and ONE block is traced as the body of ``lax.scan``: the program holds one copy of
-the block, so tracing and compiling cost about one block instead of N. With ``checkpoint=True`` the body is
+Calling it applies the blocks in order (``x = block(x)``). Eagerly that is a plain loop. Inside compiled code
+(``lf.compile``, an ``lf.nn.Graph`` step, ``lf.func.functional_call`` under a JAX transform) the blocks' parameters
+and buffers are stacked on a new leading axis and ONE block is traced as the body of ``lax.scan``: the program holds
+one copy of the block, so tracing costs about one block instead of N (inside a Graph the scan is one tape node whose
+backward is ``jax.vjp`` of the scan). With ``checkpoint=True`` the body is
 ``jax.checkpoint``-ed (the usual layer-remat of a scanned transformer). It stays a ``ModuleList``: indexing,
 iteration and ``state_dict`` keys (``"h.0.ln_1.weight"``...) are unchanged.
 """
@@ -16,10 +17,12 @@ import jax
 import jax.numpy as jnp
 
 from .._core.context import state
-from .._core.errors import ArgumentError
+from .._core.errors import ArgumentError, GraphError
+from .._creation import default_generator
 from .._tensor import Tensor, _make
 from ..nn.module import Module
 from ..nn.modules.container import ModuleList
+from .jax import JaxFunction
 
 __all__ = ["ScanLayers"]
 
@@ -73,28 +76,61 @@ class ScanLayers(ModuleList):
 
     def forward(self, x: Tensor) -> Tensor:
         blocks = list(self)
-        if len(blocks) < 2 or not state.tracing or state.grad_enabled:
-            # eager, or a trace that records its own tape (lf.nn.Graph): the loop (same numbers)
-            for b in blocks:
+        if len(blocks) < 2 or not state.tracing:
+            for b in blocks:  # eager: the loop
                 x = b(x)
             return x
-        return self._scan(blocks, x)
+        if state.grad_enabled:  # a trace that records its own tape (lf.nn.Graph): the scan as one tape node
+            return self._scan_node(blocks, x)
+        per_block = [_named_state(b) for b in blocks]  # JAX differentiates the program (lf.compile, functional_call)
+        stacked = [jnp.stack([ts[j][1]._value for ts in per_block]) for j in range(len(per_block[0]))]
+        outer = state.rng_hook
+        y, draws = self._scan(blocks, x._value, stacked, outer)
+        if outer is not None:  # the body drew k outer offsets; layers used k * (n + 1) in all
+            outer.count += draws * len(blocks)
+        return _make(y)
 
-    def _scan(self, blocks, x):
-        n = len(blocks)
+    def _scan_node(self, blocks, x):
+        """Inside an ``lf.nn.Graph``: one op whose inputs are ``x`` and every block's parameters and buffers, whose
+        forward is the scan and whose backward is ``jax.vjp`` of it (gradients reach each block's own tensors).
+        The backward re-runs the scan: its random draws replay the forward's offsets (:class:`_Replay`)."""
         per_block = [_named_state(b) for b in blocks]
-        names = [k for k, _ in per_block[0]]
-        stacked = [jnp.stack([ts[j][1]._value for ts in per_block]) for j in range(len(names))]
+        tensors = [t for ts in per_block for _, t in ts]
+        n, p = len(blocks), len(per_block[0])
+        outer = state.rng_hook
+        start = outer.count if outer is not None else 0
+        draws: list[int] = []
+
+        def scan_blocks(xv, *vals):
+            prev = state.grad_enabled
+            state.grad_enabled = False  # JAX differentiates this function: no tape inside it
+            try:
+                stacked = [jnp.stack([vals[b * p + j] for b in range(n)]) for j in range(p)]
+                y, k = self._scan(blocks, xv, stacked, _Replay(outer, start) if outer is not None else None)
+            finally:
+                state.grad_enabled = prev
+            draws.append(k)
+            return y
+
+        out = JaxFunction(scan_blocks, name="ScanLayers")(x, *tensors)
+        if outer is not None and draws:
+            outer.count = start + draws[0] * (n + 1)
+        return out
+
+    def _scan(self, blocks, xv, stacked, outer):
+        """``lax.scan`` of block 0 (its tensors swapped for each layer's slice of ``stacked``) over ``xv``;
+        returns ``(y, random draws per layer)``."""
+        n = len(blocks)
+        names = [k for k, _ in _named_state(blocks[0])]
         template = blocks[0]
         slots = [_slot(template, k) for k in names]
-        outer_rng = state.rng_hook
         ctx = state.trace_ctx
         counts = []
 
         def body(carry, xs):
             i, vals = xs
             saved = []
-            rng = _LayerRng(outer_rng, n, i) if outer_rng is not None else None
+            rng = _LayerRng(outer, n, i) if outer is not None else None
             prev_hook = state.rng_hook
             state.rng_hook = rng
             readonly = []
@@ -120,10 +156,26 @@ class ScanLayers(ModuleList):
             return out._value, None
 
         fn = jax.checkpoint(body) if self.__dict__.get("_scan_checkpoint") else body
-        y, _ = jax.lax.scan(fn, x._value, (jnp.arange(n, dtype=jnp.int32), stacked))
-        if outer_rng is not None and counts:  # the body drew k outer offsets; layers used k * (n + 1) in all
-            outer_rng.count += counts[-1] * n
-        return _make(y)
+        y, _ = jax.lax.scan(fn, xv, (jnp.arange(n, dtype=jnp.int32), stacked))
+        return y, (counts[-1] if counts else 0)
+
+
+class _Replay:
+    """The outer random-offset counter as seen by one scan: the j-th draw gets ``start + j`` whenever the scan is
+    traced (the forward, and again in the backward), so both see the same masks."""
+
+    def __init__(self, outer, start: int):
+        self.outer, self.start, self.count = outer, start, 0
+
+    def __call__(self, gen):
+        if gen is not default_generator:
+            raise GraphError(
+                "a random op inside ScanLayers uses a non-default lf.Generator; inside compiled code use the "
+                "default generator (lf.manual_seed)"
+            )
+        j = self.count
+        self.count += 1
+        return self.outer.seed, self.outer.offset + jnp.uint32(self.start + j)
 
 
 def _slot(module: Module, dotted: str):
