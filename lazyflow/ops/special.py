@@ -16,14 +16,33 @@ for _name, _fn in {
     "atanh": jnp.arctanh,
     "erfc": jsp.erfc,
     "lgamma": jsp.gammaln,
-    "digamma": jsp.digamma,
-    "i0": jsp.i0,
 }.items():
     op(_name, dtypes="float")(_fn)
 
 
 def _zero(g):
     return jnp.zeros((), g.dtype)
+
+
+def _digamma_bwd(xs, out, g):
+    # torch: grad * polygamma(1, x), which is 0 at +inf (the zeta series gives NaN there)
+    x = xs[0]
+    return (jnp.where(jnp.isposinf(x), _zero(g), g * jsp.polygamma(1, x)),)
+
+
+@op("digamma", dtypes="float", bwd=_digamma_bwd)
+def _digamma(x):
+    return jsp.digamma(x)
+
+
+def _i0_bwd(xs, out, g):
+    # torch: grad * i1(x); autodiff of i0e(x) * exp(|x|) picks a wrong one-sided slope at 0
+    return (g * jsp.i1(xs[0]),)
+
+
+@op("i0", dtypes="float", bwd=_i0_bwd)
+def _i0(x):
+    return jsp.i0(x)
 
 
 def _sinc_bwd(xs, out, g):
@@ -47,10 +66,10 @@ def _polygamma(x, *, n):
 
 
 def _xlogy_bwd(xs, out, g):
-    # torch: d/dx = log(y) where x != 0 (0 where x == 0 and y is not NaN); d/dy = x / y
+    # torch: d/dx = log(y), but 0 where x == 0 and y <= 0 (log would give -inf/NaN); d/dy = x / y
     x, y = xs
     zero = _zero(g)
-    gx = jnp.where((x == 0) & ~jnp.isnan(y), zero, g * jnp.log(y))
+    gx = jnp.where((x == 0) & (y <= 0), zero, g * jnp.log(y))
     return gx, g * x / y
 
 
@@ -82,12 +101,21 @@ def _copysign(a, b):
     return jnp.copysign(a, b)
 
 
-@op("logaddexp", dtypes="float")
+def _logaddexp_bwd(base):
+    # torch: grad / (1 + base**(other - self)) and the mirror image: NaN where both are the same infinity
+    def bwd(xs, out, g):
+        a, b = xs
+        return g / (1 + jnp.power(base, b - a)), g / (1 + jnp.power(base, a - b))
+
+    return bwd
+
+
+@op("logaddexp", dtypes="float", bwd=_logaddexp_bwd(jnp.e))
 def _logaddexp(a, b):
     return jnp.logaddexp(a, b)
 
 
-@op("logaddexp2", dtypes="float")
+@op("logaddexp2", dtypes="float", bwd=_logaddexp_bwd(2.0))
 def _logaddexp2(a, b):
     return jnp.logaddexp2(a, b)
 
