@@ -14,7 +14,7 @@ import math
 
 from .._core import dtypes as D
 from .._core.errors import DTypeError, OpError, ShapeError, ValueRangeError
-from .._creation import arange, linspace, zeros
+from .._creation import arange, full, linspace, zeros
 from .._tensor import Tensor, _dim, _Tracer
 from ._common import _MinMax, _t
 from .elementwise import isnan, lerp
@@ -95,7 +95,7 @@ def _pick(input: Tensor, dim, keepdim: bool, pos_fn, name: str, *, ignore_nan: b
     if nan is not None:
         n_nan = sum(nan, -1, keepdim=True)
         valid = n - n_nan
-        pos = pos_fn(valid.clamp(min=1)) if ignore_nan else where(n_nan > 0, valid, pos_fn(valid * 0 + n))
+        pos = pos_fn(valid) if ignore_nan else where(n_nan > 0, valid, pos_fn(valid * 0 + n))
     else:
         pos = pos_fn(zeros(x.shape[:-1] + (1,), dtype=D.int64) + n)
     v, i = gather(sv, -1, pos), gather(si, -1, pos)
@@ -116,8 +116,9 @@ def median(input: Tensor, dim=None, keepdim: bool = False):
 
 
 def nanmedian(input: Tensor, dim=None, keepdim: bool = False):
-    """:func:`median` ignoring NaN (NaN only where a slice is all NaN)."""
-    return _pick(input, dim, keepdim, lambda n: (n - 1) // 2, "nanmedian", ignore_nan=True)
+    """:func:`median` ignoring NaN (NaN only where a slice is all NaN; its index is then the middle one, as torch)."""
+    n = input.shape[dim] if dim is not None and input.ndim else input.numel()
+    return _pick(input, dim, keepdim, lambda v: where(v == 0, (n - 1) // 2, (v - 1) // 2), "nanmedian", ignore_nan=True)
 
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
@@ -159,7 +160,7 @@ def _quantile(input, q, dim, keepdim, interpolation, name, ignore_nan):
     if interpolation not in _INTERP:
         raise OpError(f"{name}() interpolation must be one of {', '.join(_INTERP)}. Got {interpolation!r}")
     scalar_q = not isinstance(q, Tensor)
-    qt = _t(builtins.float(q)).to(input.dtype) if scalar_q else q
+    qt = full((), builtins.float(q), dtype=input.dtype) if scalar_q else q
     if not scalar_q:
         if qt.ndim > 1:
             raise ShapeError(f"{name}() q must be a scalar or 1D tensor, got shape {list(qt.shape)}")
