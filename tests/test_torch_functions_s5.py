@@ -588,7 +588,7 @@ def test_graph_mode_matches_torch():
 
     outs = lf.compile(program)(*flat)
     roots, cts, inputs, expect = [], [], [], []
-    for r, (a, b), got in zip(GRAPH, spans, outs):
+    for r, (a, _b), got in zip(GRAPH, spans, outs):
         want, tgrads = _torch_run(r)
         _compare(got, want, r.tol, f"{r.id} graph")
         if r.grad:

@@ -101,6 +101,7 @@ _METHOD_ONLY = {
     **special.METHOD_ONLY,
     **arrange.METHOD_ONLY,
     **ranges.METHOD_ONLY,
+    **stats.METHOD_ONLY,
 }
 
 # lf.<name> functions whose Tensor method _tensor.py defines itself (hot paths: no argument check)

@@ -14,16 +14,19 @@ import builtins
 import numpy as np
 
 from .._core import dtypes as D
-from .._core.errors import IndexOutOfRangeError, OpError, ShapeError
+from .._core.context import state
+from .._core.errors import AutogradError, GraphError, IndexOutOfRangeError, OpError, ShapeError
 from .._creation import arange
-from .._tensor import Tensor, _dim
+from .._dispatch import snapshot
+from .._tensor import Tensor, _dim, _rebind, _Tracer
 from ..ops.table import REGISTRY as R
 from ._common import _inplace, _t
 from .elementwise import clone
-from .indexing import diagonal, masked_fill, where
+from .indexing import diagonal, masked_fill, scatter_reduce, where
 from .linalg import einsum
 from .reduction import cumsum, sum
 from .shape import cat, expand, hstack, movedim, narrow, split, squeeze, tensor_split, unsqueeze, vstack
+from .special import _composite_ip
 
 __all__ = [
     "alias_copy",
@@ -605,3 +608,41 @@ METHOD_ONLY = {
     "masked_scatter_": _masked_scatter_,
     "put_": _put_,
 }
+METHOD_ONLY["scatter_reduce_"] = _composite_ip(scatter_reduce, "scatter_reduce")
+
+
+def _shape_ip(fn, name: str):
+    """In-place form of a shape op (``unsqueeze_``, ``t_``...): ``self`` takes the new shape and graph position.
+
+    Eager only: graph mode keeps its traced tensors' shapes fixed, so there the out-of-place op is the way."""
+
+    def f(self: Tensor, *args, **kw) -> Tensor:
+        if isinstance(self._value, _Tracer):
+            raise GraphError(
+                f"{name}_ changes a tensor's shape in place, which graph mode (lf.compile / lf.nn.Graph) does not "
+                f"support; use the out-of-place form: x = x.{name}(...)"
+            )
+        if state.grad_enabled and self._rg and self._node is None:
+            raise AutogradError(
+                f"a leaf Variable that requires grad is being used in an in-place operation ({name}_); wrap it in "
+                "`with lf.no_grad():` or operate on a clone"
+            )
+        res = fn(snapshot(self), *args, **kw)  # the node must see self's old graph position, not the new one
+        _rebind(self, res._value, res._meta)
+        if res._node is not None:
+            self._rg, self._node, self._oidx = True, res._node, res._oidx
+        return self
+
+    f.__name__ = f.__qualname__ = name + "_"
+    f.__doc__ = f"In-place ``{name}``: ``self`` takes the result's shape (eager only); returns ``self``."
+    return f
+
+
+METHOD_ONLY.update(
+    squeeze_=_shape_ip(squeeze, "squeeze"),
+    unsqueeze_=_shape_ip(unsqueeze, "unsqueeze"),
+    t_=_shape_ip(lambda x: x.t(), "t"),
+    transpose_=_shape_ip(lambda x, dim0, dim1: x.transpose(dim0, dim1), "transpose"),
+    swapaxes_=_shape_ip(lambda x, axis0, axis1: x.transpose(axis0, axis1), "swapaxes"),
+    swapdims_=_shape_ip(lambda x, dim0, dim1: x.transpose(dim0, dim1), "swapdims"),
+)

@@ -19,7 +19,8 @@ from .._tensor import Tensor, _dim, _Tracer
 from ._common import _MinMax, _t
 from .elementwise import isnan, lerp
 from .indexing import gather, sort, where
-from .reduction import amax, amin, cumsum, norm, sum
+from .reduction import amax, amin, cumprod, cumsum, norm, sum
+from .special import _composite_ip
 
 __all__ = [
     "aminmax",
@@ -439,3 +440,10 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     e, t = _t(elements), _t(test_elements).reshape(-1)
     out = (e.unsqueeze(-1) == t).any(-1) if t.numel() else zeros(e.shape, dtype=D.bool_)
     return ~out if invert else out
+
+
+METHOD_ONLY = {
+    "cumsum_": _composite_ip(cumsum, "cumsum"),
+    "cumprod_": _composite_ip(cumprod, "cumprod"),
+    "renorm_": _composite_ip(renorm, "renorm"),
+}
