@@ -22,7 +22,7 @@ import numpy as np
 
 from ._core import dtypes as D
 from ._core.device import Device, default_device, device, from_jax_device, to_jax_device
-from ._core.errors import ArgumentError, ValueRangeError
+from ._core.errors import ArgumentError, IndexOutOfRangeError, ValueRangeError
 from ._creation import tensor
 from ._functional import clone
 from ._functional.inplace import copy_
@@ -199,7 +199,9 @@ def _stride(self: Tensor, dim=None):
         return tuple(st)
     n = builtins.max(len(shape), 1)
     if not -n <= dim < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+        raise IndexOutOfRangeError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
+        )
     return st[dim] if shape else 1
 
 

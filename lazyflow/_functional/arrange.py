@@ -239,10 +239,10 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
     """A copy of ``input`` (viewed as 1-D) with ``source`` written (or added, ``accumulate``) at ``index``.
 
     Raises:
-        ShapeError: ``index`` and ``source`` with different element counts.
+        IndexOutOfRangeError: ``index`` and ``source`` with different element counts.
     """
     if index.numel() != source.numel():
-        raise ShapeError(
+        raise IndexOutOfRangeError(
             f"put(): expected source and index to have the same number of elements, got {source.numel()} and "
             f"{index.numel()}"
         )
@@ -577,7 +577,7 @@ def _index_copy_(self: Tensor, dim: int, index: Tensor, source: Tensor) -> Tenso
 
 def _index_fill_(self: Tensor, dim: int, index: Tensor, value) -> Tensor:
     """In-place :func:`index_fill`."""
-    return self.copy_(index_fill(self, dim, index, value))
+    return self.copy_(index_fill(snapshot(self), dim, index, value))
 
 
 def _index_put_(self: Tensor, indices, values, accumulate: bool = False) -> Tensor:
@@ -585,17 +585,17 @@ def _index_put_(self: Tensor, indices, values, accumulate: bool = False) -> Tens
     if not accumulate:
         self[tuple(indices)] = values
         return self
-    return self.copy_(index_put(self, indices, values, True))
+    return self.copy_(index_put(snapshot(self), indices, values, True))
 
 
 def _masked_scatter_(self: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     """In-place :func:`masked_scatter` (``mask`` must broadcast to self's shape)."""
-    return self.copy_(masked_scatter(self, mask, source))
+    return self.copy_(masked_scatter(snapshot(self), mask, source))
 
 
 def _put_(self: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     """In-place :func:`put`."""
-    return self.copy_(put(self, index, source, accumulate))
+    return self.copy_(put(snapshot(self), index, source, accumulate))
 
 
 METHOD_ONLY = {

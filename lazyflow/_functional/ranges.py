@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .._core import dtypes as D
-from .._core.errors import DTypeError, OpError, ShapeError, ValueRangeError
+from .._core.errors import DTypeError, NotSupportedError, OpError, ShapeError, ValueRangeError
 from .._creation import arange, rand, randint, tensor
 from .._tensor import Tensor, _dim
 from .elementwise import log1p
@@ -159,7 +159,7 @@ def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tupl
     one-sided differences of ``edge_order`` (1 or 2) at the edges. ``spacing``: a scalar, or one scalar per dim.
 
     Raises:
-        OpError: ``edge_order`` not 1 or 2, or too few points. NotImplementedError: coordinate-tensor spacing.
+        OpError: ``edge_order`` not 1 or 2, or too few points. NotSupportedError: coordinate-tensor spacing.
     """
     if edge_order not in (1, 2):
         raise OpError(f"torch.gradient only supports edge_order=1 and edge_order=2, got {edge_order}")
@@ -169,9 +169,7 @@ def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tupl
     if len(sp) != len(dims):
         raise OpError(f"torch.gradient expected spacing to be unspecified, a scalar or a list of length {len(dims)}")
     if builtins.any(isinstance(h, Tensor) and h.ndim > 0 for h in sp):
-        raise NotImplementedError(
-            "lazyflow.gradient: coordinate tensors as spacing are not supported yet; pass scalars"
-        )
+        raise NotSupportedError("lazyflow.gradient: coordinate tensors as spacing are not supported yet; pass scalars")
     x = input if input.dtype.is_floating_point else input.to(D.get_default_dtype())
     outs = []
     for d, h in zip(dims, sp):

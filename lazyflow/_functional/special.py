@@ -16,6 +16,7 @@ from .._core import dtypes as D
 from .._core.context import state
 from .._core.errors import DTypeError, ShapeError, ValueRangeError
 from .._creation import full
+from .._dispatch import snapshot
 from .._tensor import Tensor
 from ..ops.table import REGISTRY as R
 from ._common import _apply, _inplace, _t
@@ -272,7 +273,8 @@ def _composite_ip(fn: Callable, name: str) -> Callable:
     """In-place form of a composite: compute out of place, check torch's in-place rules, copy into ``self``."""
 
     def f(self: Tensor, *args, **kw) -> Tensor:
-        out = fn(self, *args, **kw)
+        # computed from a snapshot: the tape must see self's old graph position once self is rebound
+        out = fn(snapshot(self), *args, **kw)
         if tuple(out.shape) != tuple(self.shape):
             raise ShapeError(
                 f"{name}_: the result of shape {list(out.shape)} does not fit self of shape {list(self.shape)}"

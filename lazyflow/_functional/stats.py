@@ -13,7 +13,7 @@ import collections
 import math
 
 from .._core import dtypes as D
-from .._core.errors import DTypeError, OpError, ShapeError, ValueRangeError
+from .._core.errors import DTypeError, IndexOutOfRangeError, OpError, ShapeError, ValueRangeError
 from .._creation import arange, full, linspace, zeros
 from .._tensor import Tensor, _dim, _Tracer
 from ._common import _MinMax, _t
@@ -89,7 +89,7 @@ def _pick(input: Tensor, dim, keepdim: bool, pos_fn, name: str, *, ignore_nan: b
     """Values and indices at sorted position ``pos_fn(n_valid)`` along ``dim`` (NaNs sort last)."""
     x, d = _last(input, dim)
     if x.shape[-1] == 0:
-        raise IndexError(f"{name}(): cannot compute {name} of an empty dimension")
+        raise IndexOutOfRangeError(f"{name}(): cannot compute {name} of an empty dimension")
     sv, si = sort(x, -1, stable=True)
     nan = isnan(x) if x.dtype.is_floating_point else None
     n = x.shape[-1]
@@ -111,7 +111,7 @@ def median(input: Tensor, dim=None, keepdim: bool = False):
     NaN propagates: a slice with a NaN has median NaN (its index points at a NaN).
 
     Raises:
-        IndexError: an empty dimension.
+        IndexOutOfRangeError: an empty dimension.
     """
     return _pick(input, dim, keepdim, lambda n: (n - 1) // 2, "median", ignore_nan=False)
 
@@ -126,11 +126,11 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False):
     """The ``k``-th smallest element along ``dim`` (1-based) and its index, as ``(values, indices)``.
 
     Raises:
-        IndexError: ``k`` outside ``[1, size]``.
+        OpError: ``k`` outside ``[1, size]``.
     """
     n = input.shape[_dim(dim, builtins.max(input.ndim, 1))] if input.ndim else 1
     if not 1 <= k <= n:
-        raise IndexError(f"kthvalue(): selected number k={k} out of range for dimension of size {n}")
+        raise OpError(f"kthvalue(): selected number k={k} out of range for dimension of size {n}")
     return _pick(input, dim, keepdim, lambda m: m * 0 + (k - 1), "kthvalue", ignore_nan=True)
 
 
@@ -140,7 +140,7 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False):
     x, d = _last(input, dim)
     n = x.shape[-1]
     if n == 0:
-        raise IndexError("mode(): cannot compute the mode of an empty dimension")
+        raise IndexOutOfRangeError("mode(): cannot compute the mode of an empty dimension")
     eq = x.unsqueeze(-1) == x.unsqueeze(-2)  # [..., i, j]: x_i == x_j
     counts = sum(eq, -1)
     best = amax(counts, -1, keepdim=True)
@@ -172,7 +172,7 @@ def _quantile(input, q, dim, keepdim, interpolation, name, ignore_nan):
         raise ValueRangeError(f"{name}() q values must be in the range [0, 1], got {qv}")
     x, d = _last(input, dim)
     if x.shape[-1] == 0:
-        raise IndexError(f"{name}() input tensor must be non-empty")
+        raise IndexOutOfRangeError(f"{name}() input tensor must be non-empty")
     sv = sort(x, -1).values
     nan = isnan(x)
     n_valid = sum(~nan, -1, keepdim=True)
