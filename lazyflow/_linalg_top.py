@@ -44,7 +44,7 @@ __all__ = [
     "triangular_solve",
     "vdot",
 ]
-NOT_METHODS = frozenset({"chain_matmul", "tensordot"})
+NOT_METHODS = frozenset({"chain_matmul", "tensordot", "cholesky_solve"})
 
 
 def _scaled(beta, input: Tensor, alpha, prod: Tensor) -> Tensor:
@@ -289,4 +289,12 @@ def cross(input: Tensor, other: Tensor, dim=None) -> Tensor:
     return LA.cross(input, other, dim=dim)
 
 
-METHOD_ONLY = {n + "_": _composite_ip(globals()[n], n) for n in ("addmm", "addmv", "addr", "baddbmm", "addbmm")}
+def _cholesky_solve_method(self: Tensor, input2: Tensor, upper: bool = False) -> Tensor:
+    """``self.cholesky_solve(input2)``: :func:`cholesky_solve` with ``input2`` the Cholesky factor (torch's name)."""
+    return cholesky_solve(self, input2, upper)
+
+
+METHOD_ONLY = {
+    **{n + "_": _composite_ip(globals()[n], n) for n in ("addmm", "addmv", "addr", "baddbmm", "addbmm")},
+    "cholesky_solve": _cholesky_solve_method,
+}

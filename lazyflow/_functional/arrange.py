@@ -418,14 +418,14 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     return where(m, picked, x).reshape(shape)
 
 
-def sum_to_size(input: Tensor, *size) -> Tensor:
+def sum_to_size(input: Tensor, *args, size=None) -> Tensor:
     """``input`` summed to ``size`` (which must broadcast to input's shape), as autograd reduces broadcast grads.
 
     Raises:
         ShapeError: ``size`` does not broadcast to input's shape.
     """
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
+    if size is None:
+        size = tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
     size = tuple(builtins.int(s) for s in size)
     lead = input.ndim - len(size)
     if lead < 0 or any(s not in (1, n) for s, n in zip(size, input.shape[lead:])):

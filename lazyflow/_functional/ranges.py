@@ -11,12 +11,11 @@ import numpy as np
 
 from .._core import dtypes as D
 from .._core.errors import DTypeError, NotSupportedError, OpError, ShapeError, ValueRangeError
-from .._creation import arange, rand, randint, tensor
+from .._creation import rand, randint, tensor
 from .._tensor import Tensor, _dim
 from .elementwise import log1p
 from .inplace import _NoGrad, copy_
 from .shape import cat, stack
-from .special import i0
 
 __all__ = [
     "bartlett_window",
@@ -97,61 +96,86 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     return out if increasing else out.flip(1)
 
 
-def _window(name: str, window_length: int, periodic: bool, dtype, fn) -> Tensor:
+def _window(name: str, window_length: int, periodic: bool, dtype, fn, device, requires_grad: bool) -> Tensor:
+    """A window computed in float64 on the host (``fn(n, M)`` over ``n = 0..M-1``), then converted to ``dtype``."""
     if window_length < 0:
         raise ValueRangeError(f"{name} requires non-negative window_length, got window_length={window_length}")
     d = _float_dtype(dtype, name)
-    if window_length == 0:
-        return tensor(np.zeros(0), dtype=d)
-    if window_length == 1:
-        return tensor(np.ones(1), dtype=d)
-    m = window_length + 1 if periodic else window_length
-    out = fn(np.arange(m, dtype=np.float64), m)
-    return tensor(out[:window_length], dtype=d)
+    if window_length <= 1:
+        out = np.ones(window_length)
+    else:
+        m = window_length + 1 if periodic else window_length
+        out = fn(np.arange(m, dtype=np.float64), m)[:window_length]
+    return tensor(out, dtype=d, device=device, requires_grad=requires_grad)
 
 
-def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device=None) -> Tensor:
+def hann_window(
+    window_length: int, periodic: bool = True, *, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     """The Hann window ``0.5 - 0.5 cos(2 pi n / (N - 1))`` (``periodic``: of length N + 1, last dropped)."""
-    return _window(
-        "hann_window", window_length, periodic, dtype, lambda n, m: 0.5 - 0.5 * np.cos(2 * np.pi * n / (m - 1))
-    )
+
+    def f(n, m):
+        return 0.5 - 0.5 * np.cos(2 * np.pi * n / (m - 1))
+
+    return _window("hann_window", window_length, periodic, dtype, f, device, requires_grad)
 
 
 def hamming_window(
-    window_length: int, periodic: bool = True, alpha: float = 0.54, beta: float = 0.46, *, dtype=None, device=None
+    window_length: int,
+    periodic: bool = True,
+    alpha: float = 0.54,
+    beta: float = 0.46,
+    *,
+    dtype=None,
+    device=None,
+    requires_grad: bool = False,
 ) -> Tensor:
     """The Hamming window ``alpha - beta cos(2 pi n / (N - 1))``."""
-    return _window(
-        "hamming_window", window_length, periodic, dtype, lambda n, m: alpha - beta * np.cos(2 * np.pi * n / (m - 1))
-    )
+
+    def f(n, m):
+        return alpha - beta * np.cos(2 * np.pi * n / (m - 1))
+
+    return _window("hamming_window", window_length, periodic, dtype, f, device, requires_grad)
 
 
-def blackman_window(window_length: int, periodic: bool = True, *, dtype=None, device=None) -> Tensor:
+def blackman_window(
+    window_length: int, periodic: bool = True, *, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     """The Blackman window ``0.42 - 0.5 cos(2 pi n / (N-1)) + 0.08 cos(4 pi n / (N-1))``."""
 
     def f(n, m):
         return 0.42 - 0.5 * np.cos(2 * np.pi * n / (m - 1)) + 0.08 * np.cos(4 * np.pi * n / (m - 1))
 
-    return _window("blackman_window", window_length, periodic, dtype, f)
+    return _window("blackman_window", window_length, periodic, dtype, f, device, requires_grad)
 
 
-def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None, device=None) -> Tensor:
+def bartlett_window(
+    window_length: int, periodic: bool = True, *, dtype=None, device=None, requires_grad: bool = False
+) -> Tensor:
     """The Bartlett (triangular) window ``1 - |2n / (N - 1) - 1|``."""
-    return _window("bartlett_window", window_length, periodic, dtype, lambda n, m: 1 - np.abs(2 * n / (m - 1) - 1))
+
+    def f(n, m):
+        return 1 - np.abs(2 * n / (m - 1) - 1)
+
+    return _window("bartlett_window", window_length, periodic, dtype, f, device, requires_grad)
 
 
-def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *, dtype=None, device=None) -> Tensor:
+def kaiser_window(
+    window_length: int,
+    periodic: bool = True,
+    beta: float = 12.0,
+    *,
+    dtype=None,
+    device=None,
+    requires_grad: bool = False,
+) -> Tensor:
     """The Kaiser window ``I0(beta sqrt(1 - (2n / (N - 1) - 1)**2)) / I0(beta)``."""
-    d = _float_dtype(dtype, "kaiser_window")
-    if window_length < 0:
-        raise ValueRangeError(f"kaiser_window requires non-negative window_length, got window_length={window_length}")
-    if window_length <= 1:
-        return _window("kaiser_window", window_length, periodic, d, None)
-    m = window_length + 1 if periodic else window_length
-    n = arange(m, dtype=D.float64)
-    r = (1 - (2 * n / (m - 1) - 1) ** 2).clamp(min=0).sqrt()
-    out = i0(r * beta) / i0(tensor(builtins.float(beta), dtype=D.float64))
-    return out[:window_length].to(d)
+
+    def f(n, m):
+        r = np.sqrt(np.clip(1 - (2 * n / (m - 1) - 1) ** 2, 0, None))
+        return np.i0(beta * r) / np.i0(builtins.float(beta))
+
+    return _window("kaiser_window", window_length, periodic, dtype, f, device, requires_grad)
 
 
 def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tuple:
