@@ -122,6 +122,7 @@ from .nn.functional import (  # torch.* names that are nn.functional's functions
     conv_transpose2d,
     pixel_shuffle,
     pixel_unshuffle,
+    relu_,
 )
 from .amp import autocast
 from .graph.nn_graph import Graph as _Graph

@@ -30,6 +30,16 @@ from ._tensor import Tensor
 
 __all__ = [
     "are_deterministic_algorithms_enabled",
+    "asarray",
+    "fork",
+    "sym_float",
+    "sym_int",
+    "sym_ite",
+    "sym_max",
+    "sym_min",
+    "sym_not",
+    "sym_sum",
+    "wait",
     "conj",
     "conj_physical",
     "get_default_device",
@@ -170,6 +180,103 @@ def resolve_conj(input: Tensor) -> Tensor:
 def resolve_neg(input: Tensor) -> Tensor:
     """``input``: there is no negative bit to resolve."""
     return input
+
+
+def asarray(obj, *, dtype=None, device=None, copy: bool | None = None, requires_grad: bool = False) -> Tensor:
+    """``obj`` (a Tensor, array, scalar or nested sequence) as a tensor (``torch.asarray``): a Tensor of the requested
+    dtype and device is returned as it is unless ``copy=True``; anything else enters through lf.tensor's copy.
+
+    Raises:
+        ArgumentError: ``copy=False`` where a conversion or copy is needed.
+    """
+    if isinstance(obj, Tensor):
+        d = obj.dtype if dtype is None else D.to_dtype(dtype)
+        same = d is obj.dtype and (device is None or device_of(device) == obj.device)
+        if same and not copy:
+            out = obj
+        elif copy is False:
+            raise ArgumentError("asarray(copy=False): the tensor would need a dtype or device conversion (a copy)")
+        else:
+            out = obj.to(d) if d is not obj.dtype else clone(obj)
+            if device is not None:
+                out = out.to(device)
+    else:
+        if copy is False:
+            raise ArgumentError(
+                "asarray(copy=False) cannot share memory with a non-Tensor object: lazyflow copies user memory "
+                "at its one ingress point; pass copy=None or True"
+            )
+        out = tensor(obj, dtype=dtype, device=device)
+    return out.requires_grad_() if requires_grad else out
+
+
+def device_of(d) -> Device:
+    return d if isinstance(d, Device) else device(d)
+
+
+# ---------------------------------------------------------------- torch's symbolic-shape helpers, on plain values
+# lazyflow traces with concrete shapes (a new shape retraces), so every size is a Python int and these are the plain
+# Python operations that torch's helpers fall back to for non-symbolic values.
+def sym_float(a):
+    """``float(a)``."""
+    return builtins.float(a)
+
+
+def sym_int(a):
+    """``int(a)`` rounding towards zero."""
+    return builtins.int(a)
+
+
+def sym_max(a, b):
+    """``max(a, b)``."""
+    return builtins.max(a, b)
+
+
+def sym_min(a, b):
+    """``min(a, b)``."""
+    return builtins.min(a, b)
+
+
+def sym_not(a):
+    """``not a``."""
+    return not a
+
+
+def sym_ite(b, t, f):
+    """``t if b else f``."""
+    return t if b else f
+
+
+def sym_sum(args):
+    """``sum(args)``."""
+    return builtins.sum(args)
+
+
+class _Future:
+    """The completed future :func:`fork` returns (torch.jit.Future's ``wait``/``value``/``done``)."""
+
+    def __init__(self, value):
+        self._v = value
+
+    def wait(self):
+        return self._v
+
+    def value(self):
+        return self._v
+
+    def done(self) -> bool:
+        return True
+
+
+def fork(func, *args, **kwargs) -> _Future:
+    """Run ``func(*args, **kwargs)`` and return a completed future: as torch.jit.fork runs outside TorchScript
+    (synchronously); XLA parallelises inside compiled programs instead."""
+    return _Future(func(*args, **kwargs))
+
+
+def wait(future):
+    """The value of a :func:`fork` future."""
+    return future.wait()
 
 
 # ---------------------------------------------------------------- Tensor-only queries

@@ -1647,6 +1647,16 @@ case(
     grad=False,
 )
 case(
+    "nonzero_static",
+    "nonzero_static",
+    lambda x: lf.nonzero_static(x.round(), size=7, fill_value=-2),
+    lambda xp, x: np.concatenate([np.argwhere(np.round(x)), np.full((7, 2), -2)])[:7],
+    inputs=(A(3, 4, lo=-1, hi=1),),
+    dtypes=(F32, I64),
+    out="int64",
+    grad=False,
+)
+case(
     "matrix_exp",
     "matrix_exp",
     lf.matrix_exp,

@@ -440,6 +440,15 @@ for _n, _args in [
         grad=_n != "detach_copy",
     )
 
+same("adjoint", f(2, 3, 4))
+rec(
+    "nonzero_static",
+    lambda x: (lf.nonzero_static(x, size=4), lf.nonzero_static(x, size=9, fill_value=7)),
+    lambda x: (torch.nonzero_static(x, size=4), torch.nonzero_static(x, size=9, fill_value=7)),
+    np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]]),
+    grad=False,
+)
+
 # ---------------------------------------------------------------- creation
 rec("range", lambda: lf.range(1, 4, 0.5), lambda: torch.range(1, 4, 0.5), graph=False)
 rec("logspace", lambda: lf.logspace(-1, 2, 7, 2.0), lambda: torch.logspace(-1, 2, 7, 2.0), graph=False)

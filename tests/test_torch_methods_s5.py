@@ -218,6 +218,8 @@ BAD = [
     ("geometric_p", lambda L: L.zeros(3).geometric_(1.5), lf.ValueRangeError),
     ("cauchy_int", lambda L: L.zeros(3, dtype=L.int64).cauchy_(), lf.DTypeError),
     ("deterministic_debug_mode", lambda L: L.set_deterministic_debug_mode(5), lf.ValueRangeError),
+    ("adjoint_1d", lambda L: L.adjoint(L.ones(3)), lf.ShapeError),
+    ("nonzero_static_size", lambda L: L.nonzero_static(L.ones(3), size=-1), lf.ValueRangeError),
 ]
 
 
@@ -320,6 +322,41 @@ def test_set_printoptions_like_torch():
         lf.set_printoptions(profile="default", sci_mode=None)
     with pytest.raises(lf.ValueRangeError):
         lf.set_printoptions(profile="huge")
+
+
+def test_asarray_like_torch():
+    a = np.array([1.0, 2.0])
+    for kw in ({}, {"dtype": lf.float32}, {"requires_grad": True}):
+        tk = {k: (torch.float32 if v is lf.float32 else v) for k, v in kw.items()}
+        x, t = lf.asarray(a, **kw), torch.asarray(a, **tk)
+        assert x.dtype.name == str(t.dtype).split(".")[-1] and x.requires_grad == t.requires_grad
+        np.testing.assert_array_equal(np.asarray(x.detach()), t.detach().numpy())
+    x = lf.ones(2)
+    assert lf.asarray(x) is x and torch.asarray(torch.ones(2)) is not None
+    assert lf.asarray(x, copy=True) is not x
+    assert lf.asarray(x, dtype=lf.float64).dtype is lf.float64
+    a[0] = 9.0  # lazyflow copied at ingress: later writes to the source do not show
+    assert float(lf.asarray(a, copy=None)[0]) == 9.0 and float(x[0]) == 1.0
+    with pytest.raises(lf.ArgumentError):
+        lf.asarray(x, dtype=lf.float64, copy=False)
+    with pytest.raises(lf.ArgumentError):
+        lf.asarray([1.0], copy=False)
+
+
+def test_sym_helpers_and_fork_wait_like_torch():
+    for name, args in [
+        ("sym_float", (3,)),
+        ("sym_int", (3.7,)),
+        ("sym_int", (-3.7,)),
+        ("sym_max", (2, 5)),
+        ("sym_min", (2, 5)),
+        ("sym_not", (True,)),
+        ("sym_ite", (False, 1, 2)),
+        ("sym_sum", ([1, 2, 3],)),
+    ]:
+        assert getattr(lf, name)(*args) == getattr(torch, name)(*args), name
+    fut, tfut = lf.fork(lambda a, b: a * b, 3, b=4), torch.jit.fork(lambda a, b: a * b, 3, b=4)
+    assert lf.wait(fut) == torch.jit.wait(tfut) == 12 and fut.done()
 
 
 # ---------------------------------------------------------------- random fills

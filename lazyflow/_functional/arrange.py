@@ -15,12 +15,12 @@ import numpy as np
 
 from .._core import dtypes as D
 from .._core.context import state
-from .._core.errors import AutogradError, GraphError, IndexOutOfRangeError, OpError, ShapeError
+from .._core.errors import AutogradError, GraphError, IndexOutOfRangeError, OpError, ShapeError, ValueRangeError
 from .._creation import arange
 from .._dispatch import snapshot
 from .._tensor import Tensor, _dim, _rebind, _Tracer
 from ..ops.table import REGISTRY as R
-from ._common import _inplace, _t
+from ._common import _apply, _inplace, _t
 from .elementwise import clone
 from .indexing import diagonal, masked_fill, scatter_reduce, where
 from .linalg import einsum
@@ -29,6 +29,7 @@ from .shape import cat, expand, hstack, movedim, narrow, split, squeeze, tensor_
 from .special import _composite_ip
 
 __all__ = [
+    "adjoint",
     "alias_copy",
     "atleast_1d",
     "atleast_2d",
@@ -49,6 +50,7 @@ __all__ = [
     "index_put",
     "masked_scatter",
     "narrow_copy",
+    "nonzero_static",
     "permute_copy",
     "put",
     "ravel",
@@ -176,6 +178,31 @@ def vsplit(input: Tensor, indices_or_sections) -> tuple:
 def dsplit(input: Tensor, indices_or_sections) -> tuple:
     """Split along dim 2 of a tensor with at least 3 dims."""
     return _nsplit("dsplit", input, indices_or_sections, 2, 3)
+
+
+def adjoint(input: Tensor) -> Tensor:
+    """The conjugate transpose of the last two dims (for lazyflow's real dtypes: ``input.mT``).
+
+    Raises:
+        ShapeError: fewer than 2 dims.
+    """
+    if input.ndim < 2:
+        raise ShapeError(
+            f"tensor.adjoint() is only supported on matrices or batches of matrices. Got {input.ndim}-D tensor."
+        )
+    return input.transpose(-2, -1)
+
+
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """The indices of the first ``size`` non-zero elements as a ``[size, ndim]`` int64 tensor, padded with
+    ``fill_value``: a fixed output shape, so it also runs in graph mode (unlike ``nonzero``).
+
+    Raises:
+        ValueRangeError: a negative ``size``.
+    """
+    if not isinstance(size, builtins.int) or size < 0:
+        raise ValueRangeError(f"nonzero_static: 'size' must be a non-negative integer, got {size!r}")
+    return _apply(R["nonzero_static"], (input,), (size, builtins.int(fill_value)))
 
 
 def ravel(input: Tensor) -> Tensor:

@@ -166,3 +166,9 @@ def _igamma(a, x):
 @op("igammac", dtypes="float", bwd=_igamma_bwd(-1.0))
 def _igammac(a, x):
     return jsp.gammaincc(a, x)
+
+
+@op("nonzero_static", static=("size", "fill_value"), dtypes="none", differentiable=False)
+def _nonzero_static(x, *, size, fill_value):
+    idx = jnp.nonzero(x, size=size, fill_value=fill_value)
+    return jnp.stack(idx, axis=-1).astype(jnp.int64) if idx else jnp.zeros((size, 0), jnp.int64)
