@@ -235,9 +235,15 @@ def test_bad_input_raises_torchs_exception_kind(id_, call, err):
     assert str(got.value), id_
 
 
-def test_bincount_refuses_graph_mode():
+def test_value_dependent_sizes_refuse_graph_mode():
+    """The README's eager-only list: bincount, and histogram without range=; nonzero_static compiles."""
     with pytest.raises(lf.GraphError):
         lf.compile(lambda x: lf.bincount(x))(lf.tensor([0, 1, 1]))
+    with pytest.raises(lf.GraphError):
+        lf.compile(lambda x: lf.histogram(x, 3))(lf.tensor([0.0, 1.0, 1.5]))
+    h = lf.compile(lambda x: lf.histogram(x, 3, range=(0.0, 3.0)).hist)(lf.tensor([0.0, 1.0, 1.5]))
+    assert h.tolist() == torch.histogram(torch.tensor([0.0, 1.0, 1.5]), 3, range=(0.0, 3.0)).hist.tolist()
+    assert lf.compile(lambda x: lf.nonzero_static(x, size=2))(lf.tensor([0, 3, 4])).tolist() == [[1], [2]]
 
 
 # ---------------------------------------------------------------- switches and queries
@@ -388,3 +394,20 @@ def test_kaiser_window_is_i0_ratio():
         np.asarray(lf.kaiser_window(9, False, 5.0, dtype=lf.float64)), np.kaiser(9, 5.0), rtol=1e-12
     )
     assert math.isclose(float(lf.hann_window(5, False)[2]), 1.0)
+
+
+def test_gradients_where_torch_has_none():
+    """The README's list: lazyflow's gradients where torch's are NaN, zero by integer rounding, or fail."""
+    x = lf.tensor([1.5, -2.0, 3.0], dtype=lf.float64, requires_grad=True)
+    e = lf.tensor([-2, -1, 3])
+    (g,) = lf.autograd.grad(lf.ldexp(x, e).sum(), [x])
+    np.testing.assert_array_equal(np.asarray(g), [0.25, 0.5, 8.0])  # d/dx x * 2**e = 2**e
+    v = lf.tensor([2.0, 3.0], dtype=lf.float64, requires_grad=True)
+    (gv,) = lf.autograd.grad(lf.vander(v, 3).sum(), [v])  # rows [x**2, x, 1]: d/dx = 2x + 1
+    np.testing.assert_allclose(np.asarray(gv), [5.0, 7.0])
+    n = lf.tensor([[math.nan, math.nan], [1.0, 3.0]], dtype=lf.float64, requires_grad=True)
+    (gn,) = lf.autograd.grad(lf.nanmean(n, 1).sum(), [n])
+    np.testing.assert_array_equal(np.asarray(gn), [[0.0, 0.0], [0.5, 0.5]])
+    q = lf.tensor([[math.nan, 1.0], [1.0, 3.0]], dtype=lf.float64, requires_grad=True)
+    (gq,) = lf.autograd.grad(lf.quantile(q, 0.5, dim=1).sum(), [q])
+    np.testing.assert_array_equal(np.asarray(gq), [[0.0, 0.0], [0.5, 0.5]])
