@@ -102,6 +102,9 @@ INPLACE = [
     ("transpose_", F, (0, 1)),
     ("swapaxes_", F, (0, 1)),
     ("swapdims_", F, (1, 0)),
+    ("resize_", F, (2, 5)),
+    ("resize_", F, ((4, 3),)),
+    ("resize_as_", F, (np.zeros((2, 2)),)),
 ]
 
 
@@ -159,6 +162,14 @@ def test_inplace_dtype_rule_like_torch():
         torch.ones(3).float_power_(2)
     with pytest.raises(lf.DTypeError):
         lf.ones(3).float_power_(2)
+
+
+def test_resize_grows_with_zeros():
+    """torch leaves grown elements uninitialised; lazyflow fills them with zeros (as its empty does)."""
+    x = lf.arange(4.0)
+    assert x.resize_(2, 3) is x and x.tolist() == [[0.0, 1.0, 2.0], [3.0, 0.0, 0.0]]
+    with pytest.raises(lf.ShapeError):
+        x.resize_(-1)
 
 
 def test_shape_inplace_refused_in_graph_mode():

@@ -16,7 +16,7 @@ import numpy as np
 from .._core import dtypes as D
 from .._core.context import state
 from .._core.errors import AutogradError, GraphError, IndexOutOfRangeError, OpError, ShapeError, ValueRangeError
-from .._creation import arange
+from .._creation import arange, zeros
 from .._dispatch import snapshot
 from .._tensor import Tensor, _dim, _rebind, _Tracer
 from ..ops.table import REGISTRY as R
@@ -665,7 +665,27 @@ def _shape_ip(fn, name: str):
     return f
 
 
+def _resized(x: Tensor, *sizes) -> Tensor:
+    """``x``'s elements (row-major) in a tensor of ``sizes``: truncated, or extended with zeros (torch leaves the new
+    elements uninitialised; lazyflow's allocations are zeros, as its ``empty``)."""
+    shape = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else tuple(sizes)
+    shape = tuple(builtins.int(n) for n in shape)
+    if any(n < 0 for n in shape):
+        raise ShapeError(f"resize_: sizes must be non-negative, got {list(shape)}")
+    n = builtins.int(np.prod(shape)) if shape else 1
+    flat = x.reshape(-1)
+    if n <= flat.shape[0]:
+        return flat[:n].reshape(shape)
+    return cat([flat, zeros(n - flat.shape[0], dtype=x.dtype)]).reshape(shape)
+
+
+def _resize_as(x: Tensor, the_template: Tensor) -> Tensor:
+    return _resized(x, tuple(the_template.shape))
+
+
 METHOD_ONLY.update(
+    resize_=_shape_ip(_resized, "resize"),
+    resize_as_=_shape_ip(_resize_as, "resize_as"),
     squeeze_=_shape_ip(squeeze, "squeeze"),
     unsqueeze_=_shape_ip(unsqueeze, "unsqueeze"),
     t_=_shape_ip(lambda x: x.t(), "t"),
