@@ -268,15 +268,21 @@ class _Future:
         return True
 
 
-def fork(func, *args, **kwargs) -> _Future:
-    """Run ``func(*args, **kwargs)`` and return a completed future: as torch.jit.fork runs outside TorchScript
-    (synchronously); XLA parallelises inside compiled programs instead."""
-    return _Future(func(*args, **kwargs))
+def fork(*args, **kwargs) -> _Future:
+    """``fork(func, *args, **kwargs)``: run ``func(*args, **kwargs)`` and return a completed future, as torch.jit.fork
+    runs outside TorchScript (synchronously); XLA parallelises inside compiled programs instead.
+
+    Raises:
+        ArgumentError: no callable first argument.
+    """
+    if not args or not callable(args[0]):
+        raise ArgumentError("fork(func, *args, **kwargs) expects a callable first argument")
+    return _Future(args[0](*args[1:], **kwargs))
 
 
-def wait(future):
-    """The value of a :func:`fork` future."""
-    return future.wait()
+def wait(arg0):
+    """The value of a :func:`fork` future (``arg0``: torch's name for it)."""
+    return arg0.wait()
 
 
 # ---------------------------------------------------------------- Tensor-only queries

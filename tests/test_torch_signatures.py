@@ -51,6 +51,8 @@ SKIPPED_AT = {  # (where, parameter): reason
         "function does, indices_or_sections"
         for n in ("hsplit", "vsplit", "dsplit")
     },
+    ("lazyflow.fork", "args"): "torch.fork(*args, **kwargs) takes the callable and its arguments positionally and "
+    "passes keywords on to the callable; lazyflow's fork does the same, so no keyword is its own",
     ("Tensor.frexp", "input"): "torch's docstring shows frexp(input); the method takes no argument at all",
     (
         "Tensor.histogram",
@@ -124,6 +126,7 @@ ERRATA = {
     ("Tensor.sum", "dtype"): (KEYWORD_ONLY, lambda *a, **k: _x().sum(0, False, *a, **k), torch.float64),
     ("Tensor.prod", "dtype"): (KEYWORD_ONLY, lambda *a, **k: _x().prod(0, False, *a, **k), torch.float64),
     ("Tensor.round", "decimals"): (KEYWORD_ONLY, lambda *a, **k: _x().round(*a, **k), 2),
+    ("torch.wait", "arg0"): (NOT_A_KEYWORD, lambda *a, **k: torch.wait(*a, **k), torch.jit.fork(lambda: 1)),
     ("Tensor.nansum", "dtype"): (KEYWORD_ONLY, lambda *a, **k: _x().nansum(0, False, *a, **k), torch.float64),
     ("Tensor.index_copy", "tensor2"): ("source", lambda *a, **k: _x().index_copy(0, torch.tensor([0]), **k), _x()[:1]),
     ("torch.masked_scatter", "tensor"): ("source", lambda *a, **k: torch.masked_scatter(_x(), _x() > 0, **k), _x()),
@@ -328,6 +331,7 @@ IDS = [row[0] for row in AUDIT]
 #: functions whose ``**kwargs`` are not options but the user's own arguments, passed on (as torch does), and why
 KWARGS_PASSED_ON = {
     "lazyflow.utils.checkpoint.checkpoint": "the keyword arguments of the checkpointed function, as torch's",
+    "lazyflow.fork": "the keyword arguments of the forked function, as torch.jit.fork's",
 }
 
 
