@@ -10,7 +10,7 @@ import collections
 from collections.abc import Sequence
 
 from . import linalg as LA
-from ._core.errors import DTypeError, ShapeError
+from ._core.errors import DTypeError, NotSupportedError, ShapeError
 from ._creation import eye
 from ._functional import clone, einsum, matmul, outer, transpose, where
 from ._functional._common import _apply
@@ -34,6 +34,8 @@ __all__ = [
     "inner",
     "inverse",
     "logdet",
+    "lu_solve",
+    "lu_unpack",
     "matrix_exp",
     "matrix_power",
     "pinverse",
@@ -44,7 +46,7 @@ __all__ = [
     "triangular_solve",
     "vdot",
 ]
-NOT_METHODS = frozenset({"chain_matmul", "tensordot", "cholesky_solve"})
+NOT_METHODS = frozenset({"chain_matmul", "tensordot", "cholesky_solve", "lu_unpack"})
 
 
 def _scaled(beta, input: Tensor, alpha, prod: Tensor) -> Tensor:
@@ -289,6 +291,46 @@ def cross(input: Tensor, other: Tensor, dim=None) -> Tensor:
     return LA.cross(input, other, dim=dim)
 
 
+_LU = collections.namedtuple("lu_unpack", ["P", "L", "U"])
+
+
+def _lu(self: Tensor, pivot: bool = True, get_infos: bool = False):
+    """``(LU, pivots)`` (and ``infos`` with ``get_infos``) of square matrices, as ``torch.Tensor.lu``: ``L`` (unit
+    diagonal, not stored) and ``U`` packed in ``LU``, LAPACK's 1-based int32 pivots.
+
+    Raises:
+        ShapeError: not square. NotSupportedError: ``pivot=False`` (no pivoting: a GPU-only path in torch).
+    """
+    if self.ndim < 2 or self.shape[-1] != self.shape[-2]:
+        raise ShapeError(f"lu: expected a (batch of) square matrices, got shape {list(self.shape)}")
+    if not pivot:
+        raise NotSupportedError("lu(pivot=False) is not supported (torch runs it only on CUDA)")
+    lu, piv = _apply(R["lu_factor"], (self,))
+    if get_infos:
+        return lu, piv, piv.new_zeros(piv.shape[:-1])
+    return lu, piv
+
+
+def lu_unpack(LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True, unpack_pivots: bool = True):
+    """``(P, L, U)`` from :meth:`Tensor.lu`'s packed factors, with ``A = P @ L @ U`` (empty tensors for the parts not
+    unpacked)."""
+    n = LU_data.shape[-1]
+    if unpack_data:
+        low = LU_data.tril(-1) + eye(n, dtype=LU_data.dtype)
+        up = LU_data.triu()
+    else:
+        low = up = LU_data.new_zeros((0,))
+    p = _apply(R["lu_permutation"], (LU_pivots,)).to(LU_data.dtype) if unpack_pivots else LU_data.new_zeros((0,))
+    return _LU(p, low, up)
+
+
+def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:
+    """The solution of ``A X = b`` from ``A``'s LU factorization (:meth:`Tensor.lu`)."""
+    p, low, up = lu_unpack(LU_data, LU_pivots)
+    y = triangular_solve(matmul(transpose(p, -2, -1), b), low, upper=False, unitriangular=True).solution
+    return triangular_solve(y, up, upper=True).solution
+
+
 def _cholesky_solve_method(self: Tensor, input2: Tensor, upper: bool = False) -> Tensor:
     """``self.cholesky_solve(input2)``: :func:`cholesky_solve` with ``input2`` the Cholesky factor (torch's name)."""
     return cholesky_solve(self, input2, upper)
@@ -297,4 +339,5 @@ def _cholesky_solve_method(self: Tensor, input2: Tensor, upper: bool = False) ->
 METHOD_ONLY = {
     **{n + "_": _composite_ip(globals()[n], n) for n in ("addmm", "addmv", "addr", "baddbmm", "addbmm")},
     "cholesky_solve": _cholesky_solve_method,
+    "lu": _lu,
 }

@@ -1021,6 +1021,14 @@ def _tri_ref(xp, b, a, upper, transpose, unit):
     return xp.linalg.solve(t, b)
 
 
+def _lu_ref(xp, a):
+    """scipy's packed LU factors and permutation matrix P (A = P L U) of each matrix (numpy only: this record's
+    gradients are checked against finite differences of it)."""
+    import scipy.linalg as sla
+
+    return np.stack([sla.lu_factor(m)[0] for m in a]), np.stack([sla.lu(m)[0] for m in a]).astype(np.int64)
+
+
 def _spd(x):
     return x @ x.mT + lf.eye(x.shape[-1], dtype=x.dtype)
 
@@ -1645,6 +1653,14 @@ case(
     dtypes=(F32, F64),
     out=lambda d: (d, I32),
     grad=False,
+)
+case(
+    "lu_factor",
+    ("lu_factor", "lu_permutation"),
+    lambda x: (lambda lu, piv: (lu, lf.lu_unpack(lu, piv).P.to(lf.int64)))(*_wc(x).lu()),
+    lambda xp, x: _lu_ref(xp, _wc_ref(xp, x)),
+    out=lambda d: (d, I64),
+    **_LA,
 )
 case(
     "nonzero_static",

@@ -288,6 +288,16 @@ rec(
     graph=False,
 )
 same("matrix_exp", f(2, 3, 3, lo=-1, hi=1), tol=1e-8)
+rec("lu", lambda a: a.lu(), lambda a: a.lu(), f(2, 4, 4), tol=1e-8)
+rec("lu_unpack", lambda a: lf.lu_unpack(*a.lu()), lambda a: torch.lu_unpack(*a.lu()), f(2, 4, 4), tol=1e-8)
+rec(
+    "lu_solve",
+    lambda b, a: lf.lu_solve(b, *(a + _WC).lu()),
+    lambda b, a: torch.lu_solve(b, *(a + torch.tensor(_WC)).lu()),
+    f(2, 3, 2),
+    f(2, 3, 3),
+    tol=1e-8,
+)
 rec("cross", lf.cross, torch.cross, f(3, 4), f(3, 4))
 
 # ---------------------------------------------------------------- shape and index

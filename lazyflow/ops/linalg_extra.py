@@ -28,3 +28,17 @@ def _triangular_solve(b, a, *, upper, transpose, unitriangular):
     return lax.linalg.triangular_solve(
         tri, b, left_side=True, lower=not upper, transpose_a=transpose, unit_diagonal=False
     )
+
+
+@op("lu_factor", dtypes="float")
+def _lu_factor(a):
+    lu, piv, _ = lax.linalg.lu(a)
+    return lu, (piv + 1).astype(jnp.int32)  # torch's pivots are LAPACK's: 1-based int32
+
+
+@op("lu_permutation", dtypes="none", differentiable=False)
+def _lu_permutation(piv):
+    """The permutation matrix ``P`` of LAPACK pivots (1-based), with ``A = P L U``."""
+    n = piv.shape[-1]
+    perm = lax.linalg.lu_pivots_to_permutation(piv.astype(jnp.int32) - 1, n)
+    return jnp.swapaxes(jnp.eye(n, dtype=jnp.float32)[perm], -1, -2)
