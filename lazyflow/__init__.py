@@ -91,6 +91,9 @@ from ._creation import (
 )
 from ._functional import *
 from . import linalg
+from ._linalg_top import *
+from ._runtime import *
+from ._methods import set_printoptions
 from ._legacy import (
     BFloat16Tensor,
     BoolTensor,
@@ -108,6 +111,19 @@ from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set
 from . import graph
 from .graph import compile
 from . import nn, optim, utils, distributed
+from .nn.functional import (  # torch.* names that are nn.functional's functions
+    adaptive_avg_pool1d,
+    avg_pool1d,
+    bilinear,
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    pixel_shuffle,
+    pixel_unshuffle,
+    relu_,
+)
 from .amp import autocast
 from .graph.nn_graph import Graph as _Graph
 

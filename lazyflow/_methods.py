@@ -12,9 +12,11 @@ import numpy as np
 
 from . import _creation as C
 from . import _functional as F
+from . import _linalg_top as LT
+from . import _runtime as RT
 from ._core import dtypes as D
 from ._core.context import state
-from ._core.errors import AutogradError, GraphError, user_frame
+from ._core.errors import AutogradError, GraphError, ValueRangeError, user_frame
 from ._functional.elementwise import _UNARY
 from ._functional.inplace import _ip
 from ._indexing import getitem, setitem
@@ -25,6 +27,11 @@ from .autograd.function import backward as _autograd_backward
 from .ops.table import REGISTRY as R
 
 for _n, _f in F.METHODS.items():
+    setattr(Tensor, _n, _f)
+for _n in LT.__all__:
+    if _n not in LT.NOT_METHODS:
+        setattr(Tensor, _n, getattr(LT, _n))
+for _n, _f in {**LT.METHOD_ONLY, **RT.METHODS}.items():
     setattr(Tensor, _n, _f)
 
 # in-place forms of elementwise ops (relu_, exp_, ...), one generic wrapper per op
@@ -305,6 +312,40 @@ Tensor.__irshift__ = _iop("bitwise_right_shift_")
 
 # ---------------------------------------------------------------- printing, as torch/_tensor_str.py does
 _PRECISION, _THRESHOLD, _EDGEITEMS, _LINEWIDTH = 4, 1000, 3, 80
+_SCI_MODE: bool | None = None
+_PROFILES = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80), "full": (4, math.inf, 3, 80)}
+
+
+def set_printoptions(
+    precision: int | None = None,
+    threshold: float | None = None,
+    edgeitems: int | None = None,
+    linewidth: int | None = None,
+    profile: str | None = None,
+    sci_mode: bool | None = None,
+) -> None:
+    """How tensors print, as ``torch.set_printoptions``: digits after the point, the element count above which
+    printing summarizes, the items kept at each edge then, the line width, a ``profile`` (``"default"``,
+    ``"short"``, ``"full"``) setting all four, and ``sci_mode`` (True/False forces scientific notation on or off,
+    None decides per tensor).
+
+    Raises:
+        ValueRangeError: an unknown profile.
+    """
+    global _PRECISION, _THRESHOLD, _EDGEITEMS, _LINEWIDTH, _SCI_MODE
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueRangeError(f"set_printoptions: profile must be one of {sorted(_PROFILES)}, got {profile!r}")
+        _PRECISION, _THRESHOLD, _EDGEITEMS, _LINEWIDTH = _PROFILES[profile]
+    if precision is not None:
+        _PRECISION = builtins.int(precision)
+    if threshold is not None:
+        _THRESHOLD = threshold
+    if edgeitems is not None:
+        _EDGEITEMS = builtins.int(edgeitems)
+    if linewidth is not None:
+        _LINEWIDTH = builtins.int(linewidth)
+    _SCI_MODE = sci_mode
 
 
 class _Formatter:
@@ -328,6 +369,8 @@ class _Formatter:
         lo, hi = mag.min(), mag.max()
         self.int_mode = builtins.bool(np.all(nz == np.ceil(nz)))
         self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4
+        if _SCI_MODE is not None:
+            self.sci_mode = _SCI_MODE
         for v in nz.tolist():
             if self.sci_mode:
                 w = len(f"{v:.{_PRECISION}e}")

@@ -36,9 +36,15 @@ LAYERS = {
     "lazyflow._functional.compare": 2.77,  # isclose, allclose, equal, count_nonzero, queries
     "lazyflow._functional.combine": 2.775,  # meshgrid, combinations, block_diag, kron, diff, cdist
     "lazyflow._functional.search": 2.778,  # searchsorted, histc, unique, cummax, logcumsumexp
+    "lazyflow._functional.special": 2.7781,  # acosh, lgamma, xlogy, hypot... and their in-place forms
+    "lazyflow._functional.stats": 2.7782,  # median, quantile, mode, cov, histogram, bincount, trapezoid...
+    "lazyflow._functional.arrange": 2.7783,  # atleast_*d, take/put, *_scatter, diag_embed, index_copy, *_copy...
+    "lazyflow._functional.ranges": 2.7784,  # range, logspace, vander, windows, gradient, random_/cauchy_... fills
     "lazyflow._functional": 2.79,
     "lazyflow._indexing": 2.8,
     "lazyflow.linalg": 2.82,  # torch.linalg: composites over _functional and the linalg primitives
+    "lazyflow._linalg_top": 2.83,  # torch.addmm/inverse/svd(some=)...: top-level names over lf.linalg
+    "lazyflow._runtime": 2.84,  # use_deterministic_algorithms, set_default_device, num threads, Tensor.stride...
     "lazyflow._legacy": 2.85,  # torch's legacy constructors (lf.Tensor(2, 3), lf.FloatTensor) and Tensor.type()
     "lazyflow._methods": 2.9,
     "lazyflow.autograd.functional": 2.91,  # jacobian/hessian/vjp/jvp on the tape (stacks rows: above _functional)

@@ -66,6 +66,8 @@ NP = _XP(
         "erf": sps.erf,
         "erfinv": sps.erfinv,
         "expit": sps.expit,
+        "sp": sps,
+        "expm": __import__("scipy.linalg").linalg.expm,
         "set_at": _np_set,
         "add_at": _np_add_at,
         "is_jax": False,
@@ -77,6 +79,8 @@ JNP = _XP(
         "erf": jsps.erf,
         "erfinv": jsps.erfinv,
         "expit": jax.nn.sigmoid,
+        "sp": jsps,
+        "expm": jax.scipy.linalg.expm,
         "set_at": lambda x, idx, v: x.at[idx].set(v),
         "add_at": lambda x, idx, v: x.at[idx].add(v),
         "is_jax": True,
@@ -1007,6 +1011,24 @@ def _wc_ref(xp, x):
     return x + 4 * xp.eye(x.shape[-1])
 
 
+def _tri_ref(xp, b, a, upper, transpose, unit):
+    t = xp.triu(a) if upper else xp.tril(a)
+    if unit:
+        eye = xp.eye(a.shape[-1])
+        t = t * (1 - eye) + eye
+    if transpose:
+        t = xp.swapaxes(t, -1, -2)
+    return xp.linalg.solve(t, b)
+
+
+def _lu_ref(xp, a):
+    """scipy's packed LU factors and permutation matrix P (A = P L U) of each matrix (numpy only: this record's
+    gradients are checked against finite differences of it)."""
+    import scipy.linalg as sla
+
+    return np.stack([sla.lu_factor(m)[0] for m in a]), np.stack([sla.lu(m)[0] for m in a]).astype(np.int64)
+
+
 def _spd(x):
     return x @ x.mT + lf.eye(x.shape[-1], dtype=x.dtype)
 
@@ -1506,6 +1528,166 @@ case(
     lambda xp, x, t: -x[np.arange(4), t].mean(),
     inputs=(A(4, 3), I(4, hi=3)),
 )
+
+# ---------------------------------------------------------------- special functions and the rest of the math (issue 12)
+for _name, _ref, (_lo, _hi), _dts, _g2 in [
+    ("acosh", lambda xp, x: xp.arccosh(x), (1.2, 3), (F32, F64, I64), True),
+    ("asinh", lambda xp, x: xp.arcsinh(x), (-3, 3), (F32, F64), True),
+    ("atanh", lambda xp, x: xp.arctanh(x), (-0.9, 0.9), (F32, F64), True),
+    ("erfc", lambda xp, x: xp.sp.erfc(x), (-2, 2), (F32, F64), True),
+    ("lgamma", lambda xp, x: xp.sp.gammaln(x), (0.3, 4), (F32, F64), True),
+    ("digamma", lambda xp, x: xp.sp.digamma(x), (0.3, 4), (F32, F64), False),
+    ("i0", lambda xp, x: xp.sp.i0(x), (-3, 3), (F32, F64), False),
+    ("sinc", lambda xp, x: xp.sinc(x), (-2, 2), (F32, F64), True),
+]:
+    case(
+        _name,
+        _name,
+        getattr(lf, _name),
+        _ref,
+        inputs=(A(3, 4, lo=_lo, hi=_hi),),
+        dtypes=_dts,
+        out="float",
+        grad2=_g2,
+        rtol=1e-4,
+        atol=1e-5,
+        grtol=1e-3,
+        gatol=1e-4,
+    )
+case(
+    "polygamma",
+    "polygamma",
+    lambda x: lf.polygamma(2, x),
+    lambda xp, x: xp.sp.polygamma(2, x),
+    inputs=(A(3, 4, lo=0.5, hi=3),),
+    dtypes=(F32, F64),
+    out="float",
+    rtol=1e-4,
+    atol=1e-5,
+    grtol=1e-3,
+    gatol=1e-3,
+)
+for _name, _ref, _dom, _g2 in [
+    ("xlogy", lambda xp, a, b: xp.sp.xlogy(a, b), {"lo": 0.2, "hi": 3}, True),
+    ("hypot", lambda xp, a, b: xp.hypot(a, b), {"nonzero": True}, True),
+    ("copysign", lambda xp, a, b: xp.copysign(a, b), {"nonzero": True}, False),
+    ("logaddexp", lambda xp, a, b: xp.logaddexp(a, b), {}, True),
+    ("logaddexp2", lambda xp, a, b: xp.logaddexp2(a, b), {}, True),
+]:
+    case(
+        _name,
+        _name,
+        getattr(lf, _name),
+        _ref,
+        inputs=(A(3, 4, **_dom), A(3, 4, **_dom)),
+        variants=((A(2, 1, 4, **_dom), A(3, 1, **_dom)), (A(3, 4, **_dom), S(1.5))),
+        dtypes=(F32, F64),
+        out="float",
+        grad2=_g2,
+        rtol=1e-5,
+        grtol=1e-3,
+        gatol=1e-4,
+    )
+for _name, _ref in [
+    ("igamma", lambda xp, a, x: xp.sp.gammainc(a, x)),
+    ("igammac", lambda xp, a, x: xp.sp.gammaincc(a, x)),
+]:
+    case(
+        _name,
+        _name,
+        lambda a, x, _n=_name: getattr(lf, _n)(a.detach(), x),
+        lambda xp, a, x, _r=_ref: _r(xp, a, x),
+        inputs=(A(3, 4, lo=0.5, hi=3, grad=False), A(3, 4, lo=0.2, hi=3)),
+        dtypes=(F32, F64),
+        out="float",
+        rtol=1e-4,
+        atol=1e-5,
+        grtol=1e-3,
+        gatol=1e-4,
+    )
+case(
+    "nextafter",
+    "nextafter",
+    lf.nextafter,
+    lambda xp, a, b: xp.nextafter(a.astype(xp.float32), b.astype(xp.float32)),
+    inputs=(A(3, 4), A(3, 4)),
+    dtypes=(F32,),
+    grad=False,
+    rtol=0,
+    atol=0,
+)
+case(
+    "heaviside",
+    "heaviside",
+    lambda x, v: lf.heaviside(x.round(), v),
+    lambda xp, x, v: xp.heaviside(xp.round(x), v),
+    inputs=(A(3, 4), A(4)),
+    dtypes=(F32, I64),
+    grad=False,
+)
+for _name in ("gcd", "lcm"):
+    case(
+        _name,
+        _name,
+        getattr(lf, _name),
+        lambda xp, a, b, _n=_name: getattr(np, _n)(a, b),
+        inputs=(I(3, 4, lo=-12, hi=13), I(3, 4, lo=-12, hi=13)),
+        dtypes=(I64,),
+        grad=False,
+    )
+case(
+    "signbit",
+    "signbit",
+    lambda x: lf.signbit(x * lf.tensor([1.0, -1.0, 0.0, -0.0], dtype=x.dtype)),
+    lambda xp, x: xp.signbit(x * xp.asarray([1.0, -1.0, 0.0, -0.0])),
+    inputs=(A(3, 4),),
+    dtypes=(F32, F64),
+    out="bool",
+    grad=False,
+)
+case(
+    "frexp",
+    "frexp",
+    lambda x: tuple(lf.frexp(x * 100)),
+    lambda xp, x: tuple(np.frexp(x * 100)),
+    dtypes=(F32, F64),
+    out=lambda d: (d, I32),
+    grad=False,
+)
+case(
+    "lu_factor",
+    ("lu_factor", "lu_permutation"),
+    lambda x: (lambda lu, piv: (lu, lf.lu_unpack(lu, piv).P.to(lf.int64)))(*_wc(x).lu()),
+    lambda xp, x: _lu_ref(xp, _wc_ref(xp, x)),
+    out=lambda d: (d, I64),
+    **_LA,
+)
+case(
+    "nonzero_static",
+    "nonzero_static",
+    lambda x: lf.nonzero_static(x.round(), size=7, fill_value=-2),
+    lambda xp, x: np.concatenate([np.argwhere(np.round(x)), np.full((7, 2), -2)])[:7],
+    inputs=(A(3, 4, lo=-1, hi=1),),
+    dtypes=(F32, I64),
+    out="int64",
+    grad=False,
+)
+case(
+    "matrix_exp",
+    "matrix_exp",
+    lf.matrix_exp,
+    lambda xp, x: xp.stack([xp.expm(m) for m in x]),
+    **{**_LA, "inputs": (A(2, 3, 3, lo=-1, hi=1),)},
+)
+for _up, _tr, _un in [(True, False, False), (False, True, True)]:
+    case(
+        f"triangular_solve_{int(_up)}{int(_tr)}{int(_un)}",
+        "triangular_solve",
+        lambda b, a, _f=(_up, _tr, _un): lf.triangular_solve(b, _wc(a), *_f).solution,
+        lambda xp, b, a, _f=(_up, _tr, _un): _tri_ref(xp, b, _wc_ref(xp, a), *_f),
+        **{**_LA, "inputs": (A(2, 3, 2), A(2, 3, 3))},
+    )
+
 
 INTERNAL = {
     # reached only through other entry points, each tested where it is used

@@ -42,6 +42,25 @@ SKIPPED_AT = {  # (where, parameter): reason
     "takes inplace= like F.silu",
     ("Tensor.view", "dtype"): "view(dtype) bit reinterpretation is not supported: lazyflow accepts the keyword and "
     "raises DTypeError naming .to(dtype) (test_view_dtype_raises)",
+    **{
+        (
+            f"Tensor.{n}",
+            "split_size_or_sections",
+        ): f"torch's docstring shows {n}(split_size_or_sections) but torch takes "
+        "no such keyword (only the positional value, or sections=/indices=); lazyflow names it as the top-level "
+        "function does, indices_or_sections"
+        for n in ("hsplit", "vsplit", "dsplit")
+    },
+    ("lazyflow.fork", "args"): "torch.fork(*args, **kwargs) takes the callable and its arguments positionally and "
+    "passes keywords on to the callable; lazyflow's fork does the same, so no keyword is its own",
+    ("Tensor.frexp", "input"): "torch's docstring shows frexp(input); the method takes no argument at all",
+    (
+        "Tensor.histogram",
+        "input",
+    ): "torch's docstring shows histogram(input, bins); the method's first argument is bins",
+    ("Tensor.put", "input"): "torch's docstring shows put(input, index, source); the method's first argument is index",
+    ("lazyflow.put", "input"): "torch.put has no docstring: the reader falls back to Tensor.put's, which names input "
+    "twice (see Tensor.put)",
 }
 SKIPPED_FUNCTIONS = {
     "compile": "lf.compile is lazyflow's own tracer; torch.compile's knobs (name=, isolate_recompiles=, "
@@ -49,6 +68,13 @@ SKIPPED_FUNCTIONS = {
     "save": "lazyflow checkpoints are a directory of orbax arrays, not torch's pickle archive: no file object `f`, "
     "no pickle_module/pickle_protocol",
     "load": "reads lazyflow's checkpoint directory (see save); no file object `f`, pickle_module or mmap",
+    **{
+        n: "torch documents no signature for it (an empty docstring); lazyflow's takes the copied op's parameters"
+        for n in (
+            "alias_copy detach_copy diagonal_copy expand_copy permute_copy select_copy slice_copy split_copy "
+            "split_with_sizes_copy squeeze_copy t_copy transpose_copy unbind_copy unfold_copy unsqueeze_copy view_copy"
+        ).split()
+    },
 }
 
 KEYWORD_ONLY = "keyword-only"  # torch's docstring shows a positional parameter that torch only takes by keyword
@@ -100,6 +126,19 @@ ERRATA = {
     ("Tensor.sum", "dtype"): (KEYWORD_ONLY, lambda *a, **k: _x().sum(0, False, *a, **k), torch.float64),
     ("Tensor.prod", "dtype"): (KEYWORD_ONLY, lambda *a, **k: _x().prod(0, False, *a, **k), torch.float64),
     ("Tensor.round", "decimals"): (KEYWORD_ONLY, lambda *a, **k: _x().round(*a, **k), 2),
+    ("torch.wait", "arg0"): (NOT_A_KEYWORD, lambda *a, **k: torch.wait(*a, **k), torch.jit.fork(lambda: 1)),
+    ("Tensor.nansum", "dtype"): (KEYWORD_ONLY, lambda *a, **k: _x().nansum(0, False, *a, **k), torch.float64),
+    ("Tensor.index_copy", "tensor2"): ("source", lambda *a, **k: _x().index_copy(0, torch.tensor([0]), **k), _x()[:1]),
+    ("torch.masked_scatter", "tensor"): ("source", lambda *a, **k: torch.masked_scatter(_x(), _x() > 0, **k), _x()),
+    ("Tensor.masked_scatter", "tensor"): ("source", lambda *a, **k: _x().masked_scatter(_x() > 0, **k), _x()),
+    ("Tensor.narrow_copy", "dimension"): ("dim", lambda *a, **k: _x().narrow_copy(start=0, length=1, **k), 0),
+    ("Tensor.take", "indices"): ("index", lambda *a, **k: _x().take(**k), torch.tensor([0])),
+    ("torch.unsafe_split", "tensor"): ("input", lambda *a, **k: torch.unsafe_split(split_size=1, **k), _x()),
+    ("torch.unsafe_split", "split_size_or_sections"): (
+        "split_size",
+        lambda *a, **k: torch.unsafe_split(_x(), **k),
+        1,
+    ),
 }
 
 
@@ -293,6 +332,7 @@ IDS = [row[0] for row in AUDIT]
 #: functions whose ``**kwargs`` are not options but the user's own arguments, passed on (as torch does), and why
 KWARGS_PASSED_ON = {
     "lazyflow.utils.checkpoint.checkpoint": "the keyword arguments of the checkpointed function, as torch's",
+    "lazyflow.fork": "the keyword arguments of the forked function, as torch.jit.fork's",
 }
 
 

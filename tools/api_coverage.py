@@ -40,6 +40,18 @@ OMIT: dict[str, list[tuple[str, str]]] = {
             r"^(compiled_with_cxx11_abi|is_storage|typename|get_file_path|use_deterministic_algorithms_warn_only)$",
             "describes torch's build or storages",
         ),
+        (
+            r"^(import_ir_module|import_ir_module_from_buffer|merge_type_from_type_comment|parse_ir|parse_schema|"
+            r"parse_type_comment|unify_type_list)$",
+            "TorchScript's IR, schema and type-comment parsers (lf.jit maps scripting onto lf.compile: there is no "
+            "TorchScript IR)",
+        ),
+        (r"^(col_indices|crow_indices|indices|values)_copy$", "no sparse layouts (JAX's BCOO is experimental)"),
+        (
+            r"^(as_strided|as_strided_copy|as_strided_scatter|empty_strided|empty_permuted)$",
+            "no strided storage: a tensor is an immutable dense jax array, so there are no strides or storage "
+            "offsets to set (XLA chooses physical layouts)",
+        ),
     ],
     "Tensor": [
         (
@@ -51,6 +63,10 @@ OMIT: dict[str, list[tuple[str, str]]] = {
             r"^(storage|untyped_storage|storage_offset|storage_type|share_memory_|is_shared|pin_memory|"
             r"is_pinned|record_stream|ipu|xpu|hpu|mtia|mps|nested_tensor)$",
             "storages and device-specific moves (jax arrays are immutable buffers; .to(device) moves)",
+        ),
+        (
+            r"^(as_strided|as_strided_|as_strided_scatter|new_empty_strided|set_|is_set_to)$",
+            "no strided storage to view or re-point: a tensor is an immutable dense jax array (XLA chooses layouts)",
         ),
     ],
     "nn": [],

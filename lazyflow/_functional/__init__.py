@@ -9,16 +9,34 @@ order: ``elementwise`` < ``shape`` < ``linalg`` < ``reduction`` < ``indexing`` <
 
 from __future__ import annotations
 
-from . import combine, compare, elementwise, indexing, inplace, linalg, reduction, search, shape
+from . import (
+    arrange,
+    combine,
+    compare,
+    elementwise,
+    indexing,
+    inplace,
+    linalg,
+    ranges,
+    reduction,
+    search,
+    shape,
+    special,
+    stats,
+)
+from .arrange import *
 from .combine import *
 from .compare import *
 from .elementwise import *
 from .indexing import *
 from .inplace import *
 from .linalg import *
+from .ranges import *
 from .reduction import *
 from .search import *
 from .shape import *
+from .special import *
+from .stats import *
 
 __all__ = sorted(
     {
@@ -31,6 +49,10 @@ __all__ = sorted(
         *reduction.__all__,
         *indexing.__all__,
         *inplace.__all__,
+        *special.__all__,
+        *stats.__all__,
+        *arrange.__all__,
+        *ranges.__all__,
     }
 )
 
@@ -61,6 +83,10 @@ _NOT_METHODS = frozenset(
         "stack",
         "vstack",
         "where",
+        *special.NOT_METHODS,
+        *stats.NOT_METHODS,
+        *arrange.NOT_METHODS,
+        *ranges.NOT_METHODS,
     }
 )
 # Tensor methods without an lf.<name> function: every in-place function, four activations and unfold
@@ -72,6 +98,10 @@ _METHOD_ONLY = {
     },
     **{n: getattr(elementwise, n) for n in ("elu", "hardtanh", "leaky_relu", "logsigmoid")},
     "unfold": indexing.tensor_unfold,  # torch has no top-level unfold
+    **special.METHOD_ONLY,
+    **arrange.METHOD_ONLY,
+    **ranges.METHOD_ONLY,
+    **stats.METHOD_ONLY,
 }
 
 # lf.<name> functions whose Tensor method _tensor.py defines itself (hot paths: no argument check)
