@@ -156,3 +156,14 @@ def test_many_aliases_in_a_loop_keep_the_group_small():
     keep = p.detach()
     p.add_(1.0)
     np.testing.assert_array_equal(_np(keep), np.full(4, 2.0, np.float32))
+
+
+def test_in_place_shape_ops_leave_aliases_their_own_shape():
+    """``x.t_()`` / ``x.unsqueeze_()`` change x's sizes only: an alias taken before keeps its shape and values (as
+    torch's view does)."""
+    for op in (lambda t: t.t_(), lambda t: t.unsqueeze_(0), lambda t: t.squeeze_()):
+        lx, tx = lf.tensor(np.arange(6.0, dtype=np.float32).reshape(2, 3)), torch.arange(6.0).reshape(2, 3)
+        la, ta = lx.detach(), tx.detach()
+        op(lx), op(tx)
+        assert tuple(la.shape) == tuple(ta.shape) and tuple(lx.shape) == tuple(tx.shape)
+        np.testing.assert_array_equal(_np(la), ta.numpy())

@@ -18,7 +18,7 @@ from .._core.context import state
 from .._core.errors import AutogradError, GraphError, IndexOutOfRangeError, OpError, ShapeError, ValueRangeError
 from .._creation import arange, zeros
 from .._dispatch import snapshot
-from .._tensor import Tensor, _dim, _rebind, _Tracer
+from .._tensor import Tensor, _dim, _leave, _rebind, _Tracer
 from ..ops.table import REGISTRY as R
 from ._common import _apply, _inplace, _t
 from .elementwise import clone
@@ -655,6 +655,9 @@ def _shape_ip(fn, name: str):
                 "`with lf.no_grad():` or operate on a clone"
             )
         res = fn(snapshot(self), *args, **kw)  # the node must see self's old graph position, not the new one
+        # its detach()/.data aliases keep their own shape (in torch they are views with their own sizes; lazyflow
+        # cannot keep a view of another shape in sync), so self leaves their storage group first
+        _leave(self)
         _rebind(self, res._value, res._meta)
         if res._node is not None:
             self._rg, self._node, self._oidx = True, res._node, res._oidx
