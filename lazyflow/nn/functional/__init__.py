@@ -3,8 +3,21 @@
 Each private module lists its public names in ``__all__``; this package re-exports all of them.
 """
 
-from . import _activation, _attention, _conv, _fold, _interpolate, _linear, _loss, _norm, _pool
+from . import (
+    _activation,
+    _activation_more,
+    _attention,
+    _conv,
+    _fold,
+    _interpolate,
+    _linear,
+    _loss,
+    _norm,
+    _norm_more,
+    _pool,
+)
 from ._activation import *
+from ._activation_more import *
 from ._attention import *
 from ._conv import *
 from ._fold import *
@@ -12,8 +25,23 @@ from ._interpolate import *
 from ._linear import *
 from ._loss import *
 from ._norm import *
+from ._norm_more import *
 from ._pool import *
 
 __all__ = [
-    n for m in (_activation, _linear, _loss, _conv, _norm, _attention, _interpolate, _fold, _pool) for n in m.__all__
+    n
+    for m in (
+        _activation,
+        _linear,
+        _loss,
+        _conv,
+        _norm,
+        _attention,
+        _interpolate,
+        _fold,
+        _pool,
+        _activation_more,
+        _norm_more,
+    )
+    for n in m.__all__
 ]

@@ -2,6 +2,7 @@
 
 from . import (
     activation,
+    activation_more,
     container,
     conv,
     dropout,
@@ -10,6 +11,7 @@ from . import (
     linear,
     loss,
     normalization,
+    normalization_more,
     padding,
     pooling,
     pooling_more,
@@ -21,6 +23,7 @@ from . import (
     utils,
 )
 from .activation import *
+from .activation_more import *
 from .container import *
 from .conv import *
 from .dropout import *
@@ -29,6 +32,7 @@ from .fold import *
 from .linear import *
 from .loss import *
 from .normalization import *
+from .normalization_more import *
 from .padding import *
 from .pooling import *
 from .pooling_more import *
@@ -58,6 +62,8 @@ __all__ = [
         fold,
         padding,
         pooling_more,
+        activation_more,
+        normalization_more,
     )
     for n in m.__all__
 ]
