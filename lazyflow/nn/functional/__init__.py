@@ -8,10 +8,12 @@ from . import (
     _activation_more,
     _attention,
     _conv,
+    _ctc,
     _fold,
     _interpolate,
     _linear,
     _loss,
+    _loss_more,
     _norm,
     _norm_more,
     _pool,
@@ -20,10 +22,12 @@ from ._activation import *
 from ._activation_more import *
 from ._attention import *
 from ._conv import *
+from ._ctc import *
 from ._fold import *
 from ._interpolate import *
 from ._linear import *
 from ._loss import *
+from ._loss_more import *
 from ._norm import *
 from ._norm_more import *
 from ._pool import *
@@ -42,6 +46,8 @@ __all__ = [
         _pool,
         _activation_more,
         _norm_more,
+        _loss_more,
+        _ctc,
     )
     for n in m.__all__
 ]

@@ -10,6 +10,7 @@ from . import (
     fold,
     linear,
     loss,
+    loss_more,
     normalization,
     normalization_more,
     padding,
@@ -31,6 +32,7 @@ from .flatten import *
 from .fold import *
 from .linear import *
 from .loss import *
+from .loss_more import *
 from .normalization import *
 from .normalization_more import *
 from .padding import *
@@ -64,6 +66,7 @@ __all__ = [
         pooling_more,
         activation_more,
         normalization_more,
+        loss_more,
     )
     for n in m.__all__
 ]
