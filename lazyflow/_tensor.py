@@ -182,6 +182,8 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """A new leaf sharing the value, cut from the graph (writes to either never show in the other)."""
+        if isinstance(self._value, _Tracer):  # inside lf.compile: cut it for the compiled jax.vjp as well
+            return _make(jax.lax.stop_gradient(self._value), self._meta)
         return _make(self._value, self._meta)
 
     def detach_(self) -> Tensor:
