@@ -13,7 +13,7 @@ from jax.export import is_symbolic_dim
 from .._core import dtypes as D
 from .._core.errors import DTypeError, IndexOutOfRangeError, OpError, ShapeError
 from .._creation import _keyword_sizes, arange
-from .._tensor import Tensor, _dim
+from .._tensor import Tensor, _dim, _make
 from ..ops.table import REGISTRY as R
 from ._common import _apply, _dims, _MinMax, _t
 from .elementwise import clone
@@ -112,7 +112,8 @@ def reshape(input: Tensor, *args, shape=None) -> Tensor:
         args = _keyword_sizes("reshape", "shape", args, shape)
     shape = _infer_shape(_shape_args(args), input.numel(), "reshape")
     if shape == input.shape:
-        return _apply(R["reshape"], (input,), (shape,)) if input._rg else input.detach()
+        # no record needed: a fresh alias (not detach(), which cuts a compiled VJP's gradient too)
+        return _apply(R["reshape"], (input,), (shape,)) if input._rg else _make(input._value, input._meta)
     return _apply(R["reshape"], (input,), (shape,))
 
 

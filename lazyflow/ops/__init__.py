@@ -1,6 +1,6 @@
 """The op table (``REGISTRY``): importing this package registers every primitive."""
 
-from . import creation, indexing, linalg, math, nn, nn_basic, random, rnn, search, shape
+from . import creation, indexing, linalg, math, nn, nn_basic, random, rnn, rnn_packed, search, shape
 from .table import REGISTRY, OpDef, backward_fn, diff_positions, op, specialize
 
 __all__ = ["REGISTRY", "OpDef", "op", "specialize", "backward_fn", "diff_positions"]
