@@ -10,6 +10,7 @@ from . import (
     _conv,
     _ctc,
     _fold,
+    _grid,
     _interpolate,
     _linear,
     _loss,
@@ -17,6 +18,7 @@ from . import (
     _norm,
     _norm_more,
     _pool,
+    _unpool,
 )
 from ._activation import *
 from ._activation_more import *
@@ -24,6 +26,7 @@ from ._attention import *
 from ._conv import *
 from ._ctc import *
 from ._fold import *
+from ._grid import *
 from ._interpolate import *
 from ._linear import *
 from ._loss import *
@@ -31,6 +34,7 @@ from ._loss_more import *
 from ._norm import *
 from ._norm_more import *
 from ._pool import *
+from ._unpool import *
 
 __all__ = [
     n
@@ -48,6 +52,8 @@ __all__ = [
         _norm_more,
         _loss_more,
         _ctc,
+        _unpool,
+        _grid,
     )
     for n in m.__all__
 ]

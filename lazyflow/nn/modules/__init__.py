@@ -20,6 +20,7 @@ from . import (
     sparse,
     transformer,
     transformer_decoder,
+    unpool,
     upsampling,
     utils,
 )
@@ -42,6 +43,7 @@ from .rnn import *
 from .sparse import *
 from .transformer import *
 from .transformer_decoder import *
+from .unpool import *
 from .upsampling import *
 
 __all__ = [
@@ -67,6 +69,7 @@ __all__ = [
         activation_more,
         normalization_more,
         loss_more,
+        unpool,
     )
     for n in m.__all__
 ]
