@@ -8,6 +8,7 @@ from . import (
     dropout,
     flatten,
     fold,
+    lazy,
     linear,
     loss,
     loss_more,
@@ -31,6 +32,7 @@ from .conv import *
 from .dropout import *
 from .flatten import *
 from .fold import *
+from .lazy import *
 from .linear import *
 from .loss import *
 from .loss_more import *
@@ -70,6 +72,7 @@ __all__ = [
         normalization_more,
         loss_more,
         unpool,
+        lazy,
     )
     for n in m.__all__
 ]
