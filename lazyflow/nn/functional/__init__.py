@@ -9,6 +9,7 @@ from . import (
     _attention,
     _conv,
     _ctc,
+    _embedding_bag,
     _fold,
     _grid,
     _interpolate,
@@ -25,6 +26,7 @@ from ._activation_more import *
 from ._attention import *
 from ._conv import *
 from ._ctc import *
+from ._embedding_bag import *
 from ._fold import *
 from ._grid import *
 from ._interpolate import *
@@ -54,6 +56,7 @@ __all__ = [
         _ctc,
         _unpool,
         _grid,
+        _embedding_bag,
     )
     for n in m.__all__
 ]
