@@ -20,6 +20,7 @@ CASES = [
     ("LazyConv3d", (2, 2), (1, 2, 3, 4, 4)),
     ("LazyConvTranspose1d", (4, 3, 2), (2, 3, 5)),
     ("LazyConvTranspose2d", (4, 3), (2, 6, 4, 4)),
+    ("LazyConvTranspose3d", (2, 2, 2, 0, 1), (1, 3, 2, 3, 2)),
     ("LazyBatchNorm1d", (), (4, 3)),
     ("LazyBatchNorm2d", (), (4, 3, 2, 2)),
     ("LazyBatchNorm3d", (1e-3, 0.2), (2, 3, 2, 2, 2)),

@@ -1,5 +1,5 @@
-"""Lazy modules (``LazyLinear``, ``LazyConv*``, ``LazyBatchNorm*``, ``LazyInstanceNorm*``): the input size is
-inferred on the first forward, with torch's ``UninitializedParameter`` semantics.
+"""Lazy modules (``LazyLinear``, ``LazyConv*``, ``LazyConvTranspose*``, ``LazyBatchNorm*``, ``LazyInstanceNorm*``):
+the input size is inferred on the first forward, with torch's ``UninitializedParameter`` semantics.
 
 Until then the parameters (and running-statistics buffers) are :class:`UninitializedParameter` /
 :class:`UninitializedBuffer` placeholders. The first call materializes them in place (the same objects: an
@@ -19,7 +19,7 @@ from ..._creation import empty, tensor
 from ..._tensor import Tensor, _rebind
 from ...autograd import no_grad
 from ..parameter import Parameter
-from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .linear import Linear
 from .normalization import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .normalization_more import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
@@ -34,6 +34,7 @@ __all__ = [
     "LazyConv3d",
     "LazyConvTranspose1d",
     "LazyConvTranspose2d",
+    "LazyConvTranspose3d",
     "LazyBatchNorm1d",
     "LazyBatchNorm2d",
     "LazyBatchNorm3d",
@@ -256,6 +257,7 @@ LazyConv2d = _lazy_conv(Conv2d, False)
 LazyConv3d = _lazy_conv(Conv3d, False)
 LazyConvTranspose1d = _lazy_conv(ConvTranspose1d, True)
 LazyConvTranspose2d = _lazy_conv(ConvTranspose2d, True)
+LazyConvTranspose3d = _lazy_conv(ConvTranspose3d, True)
 
 
 class _LazyNormMixin(LazyModuleMixin):
