@@ -3,6 +3,7 @@
 from . import (
     activation,
     activation_more,
+    adaptive,
     container,
     conv,
     dropout,
@@ -27,6 +28,7 @@ from . import (
 )
 from .activation import *
 from .activation_more import *
+from .adaptive import *
 from .container import *
 from .conv import *
 from .dropout import *
@@ -73,6 +75,7 @@ __all__ = [
         loss_more,
         unpool,
         lazy,
+        adaptive,
     )
     for n in m.__all__
 ]
