@@ -58,3 +58,10 @@ def test_errors():
         lm(lf.tensor(X), lf.tensor([0, 1, 2, 3, 4, 20]))
     with pytest.raises(lf.ShapeError, match="same batch size"):
         lm(lf.tensor(X), lf.tensor(T[:3]))
+
+
+def test_reset_parameters_redraws_every_linear():
+    lm, _ = _pair()
+    before = [p.detach().numpy().copy() for p in lm.parameters()]
+    lm.reset_parameters()
+    assert all(not np.array_equal(b, p.detach().numpy()) for b, p in zip(before, lm.parameters()) if b.size > 1)

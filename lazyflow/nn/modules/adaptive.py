@@ -84,9 +84,9 @@ class AdaptiveLogSoftmaxWithLoss(Module):
     def reset_parameters(self) -> None:
         """Re-draw the head's and the tails' parameters."""
         self.head.reset_parameters()
-        for proj in self.tail:
-            for lin in proj:
-                lin.reset_parameters()
+        for m in self.tail.modules():
+            if isinstance(m, Linear):
+                m.reset_parameters()
 
     def forward(self, input_: Tensor, target_: Tensor) -> _ASMoutput:
         if target_.ndim == 1:
