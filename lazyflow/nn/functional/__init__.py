@@ -14,6 +14,7 @@ from . import (
     _grid,
     _interpolate,
     _linear,
+    _linear_ce,
     _loss,
     _loss_more,
     _norm,
@@ -31,6 +32,7 @@ from ._fold import *
 from ._grid import *
 from ._interpolate import *
 from ._linear import *
+from ._linear_ce import *
 from ._loss import *
 from ._loss_more import *
 from ._norm import *
@@ -57,6 +59,7 @@ __all__ = [
         _unpool,
         _grid,
         _embedding_bag,
+        _linear_ce,
     )
     for n in m.__all__
 ]

@@ -11,6 +11,7 @@ from . import (
     fold,
     lazy,
     linear,
+    linear_ce,
     loss,
     loss_more,
     normalization,
@@ -36,6 +37,7 @@ from .flatten import *
 from .fold import *
 from .lazy import *
 from .linear import *
+from .linear_ce import *
 from .loss import *
 from .loss_more import *
 from .normalization import *
@@ -76,6 +78,7 @@ __all__ = [
         unpool,
         lazy,
         adaptive,
+        linear_ce,
     )
     for n in m.__all__
 ]
