@@ -11,6 +11,7 @@ from . import (
     _ctc,
     _embedding_bag,
     _fold,
+    _fractional,
     _grid,
     _interpolate,
     _linear,
@@ -29,6 +30,7 @@ from ._conv import *
 from ._ctc import *
 from ._embedding_bag import *
 from ._fold import *
+from ._fractional import *
 from ._grid import *
 from ._interpolate import *
 from ._linear import *
@@ -60,6 +62,7 @@ __all__ = [
         _grid,
         _embedding_bag,
         _linear_ce,
+        _fractional,
     )
     for n in m.__all__
 ]

@@ -9,6 +9,7 @@ from . import (
     dropout,
     flatten,
     fold,
+    fractional,
     lazy,
     linear,
     linear_ce,
@@ -35,6 +36,7 @@ from .conv import *
 from .dropout import *
 from .flatten import *
 from .fold import *
+from .fractional import *
 from .lazy import *
 from .linear import *
 from .linear_ce import *
@@ -79,6 +81,7 @@ __all__ = [
         lazy,
         adaptive,
         linear_ce,
+        fractional,
     )
     for n in m.__all__
 ]
