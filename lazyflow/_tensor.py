@@ -89,9 +89,10 @@ def _publish(t) -> None:
 
 def _alias(t) -> Tensor:
     """A new leaf sharing ``t``'s storage (``detach()``, ``.data``): writes to either are seen through both."""
+    if isinstance(t._value, _Tracer):
+        # inside a trace: a plain detached value (no group across a trace), cut for a compiled jax.vjp as well
+        return _make(jax.lax.stop_gradient(t._value), t._meta)
     out = _make(t._value, t._meta)
-    if isinstance(t._value, _Tracer):  # inside a trace: a plain detached value (no group across a trace)
-        return out
     peers = t._peers
     if peers is None:
         peers = t._peers = [weakref.ref(t)]

@@ -174,6 +174,7 @@ FUNC_CONV_T = [
     ((1, 2, 3, 3), (2, 5, 4, 4), {"stride": 2, "padding": 3}),
     ((4, 3, 3), (4, 3, 2, 2), {}),  # unbatched
     ((2, 3, 6), (3, 2, 3), {"stride": 2, "output_padding": 1}),
+    ((1, 2, 3, 4, 3), (2, 3, 2, 3, 2), {"stride": (2, 1, 2), "padding": (0, 1, 0), "output_padding": (1, 0, 0)}),
 ]
 
 
@@ -182,8 +183,8 @@ def test_conv_transpose_vs_torch(case, compiled=False):
     xs, ws, kw = FUNC_CONV_T[case]
     nd = len(ws) - 2
     cout = ws[1] * kw.get("groups", 1)
-    lfn = F.conv_transpose1d if nd == 1 else F.conv_transpose2d
-    tfn = torch.nn.functional.conv_transpose1d if nd == 1 else torch.nn.functional.conv_transpose2d
+    lfn = getattr(F, f"conv_transpose{nd}d")
+    tfn = getattr(torch.nn.functional, f"conv_transpose{nd}d")
     _check_fn(
         lambda x, w, b: lfn(x, w, b, **kw),
         lambda x, w, b: tfn(x, w, b, **kw),

@@ -484,9 +484,9 @@ def test_bad_input_raises_like_torch(case):
     assert str(err)
 
 
-def test_packed_sequence_is_refused_with_a_clear_error():
+def test_torch_packed_sequence_is_refused_with_a_clear_error():
     seq = torch.nn.utils.rnn.pack_sequence([torch.zeros(3, 2), torch.zeros(2, 2)])
-    with pytest.raises(TypeError, match="PackedSequence is not supported"):
+    with pytest.raises(TypeError, match="lazyflow PackedSequence is expected"):
         lf.nn.LSTM(2, 3)(seq)
 
 

@@ -1699,6 +1699,7 @@ INTERNAL = {
     "normal_into": "traced normal_ (graph mode); equal to eager's normal_chunk fills (test_construction)",
     "rnn": "nn.RNN/LSTM/GRU against torch's layers, forward and gradients (test_nn_rnn)",
     "rnn_cell": "nn.RNNCell/LSTMCell/GRUCell against torch's cells (test_nn_rnn)",
+    "rnn_packed": "nn.RNN/LSTM/GRU on a PackedSequence against torch's, forward and gradients (test_nn_packed)",
 }
 
 

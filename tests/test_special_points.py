@@ -698,6 +698,7 @@ EXEMPT = {
     "rnn": "tanh/sigmoid cells are smooth; the relu cell's kink at 0 is "
     "tests/test_nn_rnn.py::test_relu_rnn_gradient_at_zero_like_torch",
     "rnn_cell": "as rnn (one step of the same gate function)",
+    "rnn_packed": "as rnn, with a length mask (a where on integer step indices: no kink in the values)",
     **{
         name: "smooth wherever it is defined; its special points (singular or repeated-eigenvalue matrices) are "
         "where torch's gradient is undefined too. Values and gradients against torch: tests/test_linalg.py"

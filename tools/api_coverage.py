@@ -70,7 +70,9 @@ OMIT: dict[str, list[tuple[str, str]]] = {
         ),
     ],
     "nn": [],
-    "nn.functional": [],
+    "nn.functional": [
+        (r"^(scaled_mm|scaled_grouped_mm)$", "float8 scaled matmuls (scale recipes, swizzles): no float8 dtypes here"),
+    ],
     "optim": [(r"^(SparseAdam|swap_in_optimizer_params_and_state)$", "no sparse gradients; torch-internal helper")],
     "autograd": [(r"^(NestedIOFunction|set_multithreading_enabled|variable|Variable)$", "legacy or torch-runtime")],
     "func": [(r"^(debug_unwrap|rearrange|replace_all_batch_norm_modules_)$", "functorch internals / einops")],

@@ -112,6 +112,7 @@ def reshape(input: Tensor, *args, shape=None) -> Tensor:
         args = _keyword_sizes("reshape", "shape", args, shape)
     shape = _infer_shape(_shape_args(args), input.numel(), "reshape")
     if shape == input.shape:
+        # no record needed: a fresh alias (not detach(), which cuts a compiled VJP's gradient too)
         return _apply(R["reshape"], (input,), (shape,)) if input._rg else _make(input._value, input._meta)
     return _apply(R["reshape"], (input,), (shape,))
 

@@ -23,6 +23,7 @@ __all__ = [
     "conv3d",
     "conv_transpose1d",
     "conv_transpose2d",
+    "conv_transpose3d",
     "max_pool1d",
     "max_pool2d",
     "avg_pool1d",
@@ -286,6 +287,23 @@ def conv_transpose2d(
     """
     return _conv_transpose(
         "conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding, groups, dilation
+    )
+
+
+def conv_transpose3d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: IntOrTuple = 1,
+    padding: IntOrTuple = 0,
+    output_padding: IntOrTuple = 0,
+    groups: int = 1,
+    dilation: IntOrTuple = 1,
+) -> Tensor:
+    """3-D transposed convolution over ``(N, C_in, D, H, W)`` or unbatched; arguments as :func:`conv_transpose2d`
+    with triples (weight ``(C_in, C_out / groups, kD, kH, kW)``)."""
+    return _conv_transpose(
+        "conv_transpose3d", 3, input, weight, bias, stride, padding, output_padding, groups, dilation
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
@@ -13,7 +14,7 @@ from ..._tensor import Tensor
 from ..module import Module, _addindent
 from ..parameter import Parameter
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
+__all__ = ["Container", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 
 
 def _index(idx: int, size: int, what: str) -> int:
@@ -28,6 +29,24 @@ def _renumber(container: Module, items: list) -> None:
     container._modules.clear()
     for i, m in enumerate(items):
         container._modules[str(i)] = m
+
+
+class Container(Module):
+    """torch's deprecated keyword container: ``Container(a=m1, b=m2)`` registers each module under its keyword.
+
+    Warns ``DeprecationWarning`` like torch; use :class:`ModuleDict` or :class:`Sequential` instead.
+    """
+
+    def __init__(self, **kwargs: Module) -> None:
+        super().__init__()
+        warnings.warn(
+            "nn.Container is deprecated. All of its functionality is now implemented in nn.Module. Subclass that "
+            "instead.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 class Sequential(Module):

@@ -6,8 +6,9 @@ backward is another; a cell's step is one ``rnn_cell`` primitive. ``state_dict``
 (``weight_ih_l0``, ``weight_hh_l0``, ``bias_ih_l0``, ``bias_hh_l0``, ``..._reverse``, ``weight_hr_l0``), so a torch
 model's weights load and give torch's numbers.
 
-PackedSequence is not supported: pad the batch (``nn.utils.rnn.pad_sequence``) instead; passing anything but a
-Tensor raises ``ArgumentError``.
+A ``PackedSequence`` (``nn.utils.rnn.pack_padded_sequence``) runs as one ``rnn_packed`` primitive (the same scan
+with a per-sample length mask) and comes back packed, with ``h_n``/``c_n`` at each sample's own last step, as
+torch's. Anything else but a Tensor raises ``ArgumentError``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..._creation import _gen, empty
 from ..._tensor import Tensor
 from ...ops.table import REGISTRY as R
 from .. import init
+from .._packed import PackedSequence, check_packed, int64, lengths_of, pack_sorted, unpack_sorted
 from ..module import Module
 from ..parameter import Parameter
 
@@ -31,10 +33,16 @@ __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell"
 _RNN = R["rnn"]
 _CELL = R["rnn_cell"]
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
-_PACKED = "PackedSequence is not supported: pad the batch (lf.nn.utils.rnn.pad_sequence) and pass a Tensor"
+_RNN_PACKED = R["rnn_packed"]
+_PACKED = (
+    "a lazyflow Tensor or lazyflow PackedSequence is expected (pack with lf.nn.utils.rnn.pack_padded_sequence or "
+    "pack_sequence)"
+)
 
 
 def _check_tensor(layer: Module, what: str, t) -> None:
+    if what == "input" and isinstance(t, PackedSequence):
+        return
     if not isinstance(t, Tensor):
         extra = f" ({_PACKED})" if what == "input" else ""
         raise ArgumentError(
@@ -170,10 +178,53 @@ class RNNBase(Module):
             s += f", bidirectional={self.bidirectional}"
         return s
 
-    def _run(self, input: Tensor, hx: Tensor | None, cx: Tensor | None):
+    def _run_packed(self, packed: PackedSequence, hx: Tensor | None, cx: Tensor | None) -> Any:
+        """One ``rnn_packed`` op over the padded, length-sorted batch: ``(packed output, h_n[, c_n])``."""
+        name = type(self).__name__
+        bs = check_packed(packed)
+        data = packed.data
+        if data.ndim != 2 or data.shape[-1] != self.input_size:
+            raise ShapeError(
+                f"{name}: expected PackedSequence data of shape (sum(lengths), {self.input_size}), got "
+                f"{list(data.shape)}"
+            )
+        w = self._flat_weights
+        if data.dtype is not w[0].dtype:
+            raise DTypeError(f"{name}: input dtype ({data.dtype}) does not match weight dtype ({w[0].dtype})")
+        n = int(bs[0]) if bs.size else 0
+        dirs = 2 if self.bidirectional else 1
+        real = self.proj_size if self.proj_size > 0 else self.hidden_size
+        states = [] if hx is None else [("hx" if cx is None else "hx[0]", hx, real)]
+        if cx is not None:
+            states.append(("hx[1]", cx, self.hidden_size))
+        for what, t, size in states:
+            _check_tensor(self, what, t)
+            want = (self.num_layers * dirs, n, size)
+            if tuple(t.shape) != want:
+                raise ShapeError(f"{name}: Expected hidden size {want}, got {list(t.shape)}")
+        if packed.sorted_indices is not None:
+            hx = None if hx is None else hx.index_select(1, packed.sorted_indices)
+            cx = None if cx is None else cx.index_select(1, packed.sorted_indices)
+        padded = unpack_sorted(data, bs, bs.size, 0.0)
+        lengths = int64(lengths_of(bs))
+        p = self.dropout if self.training and self.num_layers > 1 else 0.0
+        seed, offset = _gen(None)._next() if p > 0.0 else (None, None)
+        statics = (self.mode, self.num_layers, self.bidirectional, self.bias, self.proj_size > 0, p)
+        res = state.interp.apply(_RNN_PACKED, (padded, lengths, hx, cx, seed, offset, *w), statics)
+        out = PackedSequence(
+            pack_sorted(res[0], bs), packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices
+        )
+        finals = [
+            t.index_select(1, packed.unsorted_indices) if packed.unsorted_indices is not None else t for t in res[1:]
+        ]
+        return (out, *finals)
+
+    def _run(self, input: Tensor | PackedSequence, hx: Tensor | None, cx: Tensor | None) -> Any:
         """Validate like torch, then one ``rnn`` op: ``(output, h_n)`` or ``(output, h_n, c_n)``."""
         name = type(self).__name__
         _check_tensor(self, "input", input)
+        if isinstance(input, PackedSequence):
+            return self._run_packed(input, hx, cx)
         if input.ndim not in (2, 3):
             raise ShapeError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D tensor instead")
         batched = input.ndim == 3
@@ -267,19 +318,19 @@ class RNN(RNNBase):
             mode, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0, device, dtype
         )
 
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, input: Tensor | PackedSequence, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Run over the sequence.
 
         Args:
-            input: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``) or unbatched
-                ``(L, input_size)``.
+            input: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``), unbatched
+                ``(L, input_size)``, or a PackedSequence (then ``output`` is one too).
             hx: initial state ``(D * num_layers, N, hidden_size)`` (``(D * num_layers, hidden_size)`` unbatched);
                 zeros if None.
         Returns:
             ``(output, h_n)``: every step's last-layer state ``(L, N, D * hidden_size)`` and the final states.
         Raises:
             ShapeError: input not 2-D/3-D, a wrong feature size or state shape. DTypeError: input dtype differs
-            from the weights'. ArgumentError: input not a Tensor (a PackedSequence).
+            from the weights'. ArgumentError: input neither a Tensor nor a lazyflow PackedSequence.
         """
         return self._run(input, hx, None)
 
@@ -327,7 +378,9 @@ class LSTM(RNNBase):
             dtype,
         )
 
-    def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    def forward(
+        self, input: Tensor | PackedSequence, hx: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """Run over the sequence.
 
         Args:
@@ -339,7 +392,8 @@ class LSTM(RNNBase):
             ``(output, (h_n, c_n))``; ``output`` is ``(L, N, D * H_out)`` with ``H_out = proj_size or hidden_size``.
         Raises:
             ShapeError: input not 2-D/3-D, a wrong feature size or state shape. DTypeError: input dtype differs
-            from the weights'. ArgumentError: input not a Tensor (a PackedSequence), or hx not a pair.
+            from the weights'. ArgumentError: input neither a Tensor nor a
+            lazyflow PackedSequence, or hx not a pair.
         """
         h0 = c0 = None
         if hx is not None:
@@ -380,7 +434,7 @@ class GRU(RNNBase):
             "GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0, device, dtype
         )
 
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, input: Tensor | PackedSequence, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Run over the sequence; arguments, results and errors as :meth:`RNN.forward`."""
         return self._run(input, hx, None)
 
