@@ -69,35 +69,61 @@ def _rebind(t, value, meta=None) -> None:
 
 
 def _publish(t) -> None:
-    """``t`` got a new value in place: every live tensor sharing its storage gets the same value and meta and a
-    version bump (torch's detach() shares the version counter). Values never cross a trace boundary: a traced
-    value is given only to tensors holding traced values, a concrete one only to concrete holders."""
+    """``t`` got a new value in place: every live tensor sharing its storage gets the same value and meta. Those
+    sharing ``t``'s version counter (``detach()`` aliases, as torch) get a version bump; ``.data`` aliases have a
+    counter of their own (torch: writing through ``p.data`` between forward and backward is not an error, and the
+    backward sees the new value). Values never cross a trace boundary: a traced value is given only to tensors
+    holding traced values, a concrete one only to concrete holders."""
     peers = t._peers
     v, m = t._value, t._meta
     traced = isinstance(v, _Tracer)
+    vc = None
+    for r, c in peers:
+        if r() is t:
+            vc = c
+            break
     dead = False
-    for r in peers:
+    for r, c in peers:
         o = r()
         if o is None:
             dead = True
         elif o is not t and isinstance(o._value, _Tracer) == traced:
             o._value, o._meta = v, m
-            o._version += 1
+            if c is vc:
+                o._version += 1
     if dead:
-        peers[:] = [r for r in peers if r() is not None]
+        peers[:] = [e for e in peers if e[0]() is not None]
+        if len(peers) == 1:  # every alias is gone: later writes to t publish nothing
+            t._peers = None
+            peers.clear()
 
 
-def _alias(t) -> Tensor:
-    """A new leaf sharing ``t``'s storage (``detach()``, ``.data``): writes to either are seen through both."""
+_COUNTERS = iter(range(1 << 62))  # version-counter identities: (ref, counter) entries of a group
+
+
+def _alias(t, share_version: bool = True) -> Tensor:
+    """A new leaf sharing ``t``'s storage (``detach()``, ``.data``): writes to either are seen through both. With
+    ``share_version`` (``detach()``) it also shares ``t``'s version counter; ``.data`` gets one of its own. Inside a
+    trace the group holds traced values only for the trace (``p.data.clamp_()`` in a compiled step writes ``p``)."""
     out = _make(t._value, t._meta)
-    if isinstance(t._value, _Tracer):  # inside a trace: a plain detached value (no group across a trace)
-        return out
     peers = t._peers
     if peers is None:
-        peers = t._peers = [weakref.ref(t)]
-    elif len(peers) >= 16:  # keep a group that is aliased in a loop (p.detach() per step) small
-        peers[:] = [r for r in peers if r() is not None]
-    peers.append(weakref.ref(out))
+        vc = next(_COUNTERS)
+        peers = t._peers = [(weakref.ref(t), vc)]
+    else:
+        vc = None
+        for r, c in peers:
+            if r() is t:
+                vc = c
+                break
+        if len(peers) >= 16:  # keep a group that is aliased in a loop (p.detach() per step) small
+            peers[:] = [e for e in peers if e[0]() is not None]
+    if not share_version or vc is None:
+        vc = next(_COUNTERS)
+        out._version = 0
+    else:
+        out._version = t._version
+    peers.append((weakref.ref(out), vc))
     out._peers = peers
     return out
 
@@ -106,8 +132,31 @@ def _leave(t) -> None:
     """``t`` gets storage of its own (``t.data = other``): it stops sharing with its former aliases."""
     peers = t._peers
     if peers is not None:
-        peers[:] = [r for r in peers if r() is not None and r() is not t]
+        peers[:] = [e for e in peers if e[0]() is not None and e[0]() is not t]
         t._peers = None
+
+
+def _deepcopy_alias(src, out, memo) -> None:
+    """``out`` (a deepcopy of ``src``) joins the copy of ``src``'s alias group made by this same deepcopy, so
+    aliases copied together stay aliases of each other (as torch's deepcopy keeps shared storages shared), while
+    nothing is shared with the originals."""
+    peers = src._peers
+    vc = None
+    for r, c in peers:
+        if r() is src:
+            vc = c
+            break
+    if vc is None:
+        return
+    group = memo.get(id(peers))
+    if group is None:
+        group = memo[id(peers)] = ([], {})
+        memo.setdefault(id(memo), []).append(peers)  # keep the original alive while the memo lives (copy's rule)
+    new_peers, counters = group
+    if vc not in counters:
+        counters[vc] = next(_COUNTERS)
+    new_peers.append((weakref.ref(out), counters[vc]))
+    out._peers = new_peers
 
 
 def from_jax(array) -> Tensor:
@@ -362,6 +411,8 @@ class Tensor:
         t._rg = self._rg
         if self.grad is not None:
             t.grad = _make(self.grad._value, self.grad._meta)  # a copy shares no storage with the original
+        if self._peers is not None:
+            _deepcopy_alias(self, t, memo)
         memo[id(self)] = t
         return t
 
@@ -446,8 +497,9 @@ class Tensor:
     def data(self) -> Tensor:
         """This tensor's storage as a tensor outside autograd: in-place updates of it change this tensor too
         (``p.data.normal_(0, 0.02)``); assigning ``t.data = other`` gives ``t`` ``other``'s value as storage of
-        its own (former aliases keep the old value)."""
-        return _alias(self)
+        its own (former aliases keep the old value). As in torch it has a version counter of its own: writing
+        through it between forward and backward is not an error (the backward sees the new value)."""
+        return _alias(self, share_version=False)
 
     @data.setter
     def data(self, other: Tensor) -> None:
