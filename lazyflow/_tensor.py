@@ -106,26 +106,31 @@ def _alias(t, share_version: bool = True) -> Tensor:
     ``share_version`` (``detach()``) it also shares ``t``'s version counter; ``.data`` gets one of its own. Inside a
     trace the group holds traced values only for the trace (``p.data.clamp_()`` in a compiled step writes ``p``)."""
     out = _make(t._value, t._meta)
+    _join(out, t, share_version)
+    return out
+
+
+def _join(out, t, share_version: bool) -> None:
+    """``out`` (holding ``t``'s value) starts sharing ``t``'s storage: ``Parameter(t)``, ``p.data = t``, aliases."""
     peers = t._peers
+    vc = None
     if peers is None:
         vc = next(_COUNTERS)
         peers = t._peers = [(weakref.ref(t), vc)]
     else:
-        vc = None
         for r, c in peers:
             if r() is t:
                 vc = c
                 break
         if len(peers) >= 16:  # keep a group that is aliased in a loop (p.detach() per step) small
             peers[:] = [e for e in peers if e[0]() is not None]
-    if not share_version or vc is None:
+    if share_version and vc is not None:
+        out._version = t._version
+    else:
         vc = next(_COUNTERS)
         out._version = 0
-    else:
-        out._version = t._version
     peers.append((weakref.ref(out), vc))
     out._peers = peers
-    return out
 
 
 def _leave(t) -> None:
@@ -496,8 +501,8 @@ class Tensor:
     @property
     def data(self) -> Tensor:
         """This tensor's storage as a tensor outside autograd: in-place updates of it change this tensor too
-        (``p.data.normal_(0, 0.02)``); assigning ``t.data = other`` gives ``t`` ``other``'s value as storage of
-        its own (former aliases keep the old value). As in torch it has a version counter of its own: writing
+        (``p.data.normal_(0, 0.02)``); assigning ``t.data = other`` makes ``t`` share ``other``'s storage (its
+        former aliases keep the old value). As in torch a ``.data`` alias has a version counter of its own: writing
         through it between forward and backward is not an error (the backward sees the new value)."""
         return _alias(self, share_version=False)
 
@@ -505,6 +510,8 @@ class Tensor:
     def data(self, other: Tensor) -> None:
         _leave(self)
         _rebind(self, other._value, other._meta)
+        if other is not self:
+            _join(self, other, share_version=False)  # torch: self now shares other's storage, its own counter
 
     @property
     def T(self) -> Tensor:

@@ -310,3 +310,46 @@ def test_loss_detach_in_a_loop_keeps_no_group_alive():
         opt.zero_grad()
     assert all(p._peers is None for p in m.parameters())
     assert all(len(t._peers) == 2 for t in logged)  # each loss and its logged alias, nothing more
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda F, mod, t: mod.Parameter(t),
+        lambda F, mod, t: mod.Parameter(t.detach()),
+        lambda F, mod, t: mod.Buffer(t),
+        lambda F, mod, t: mod.Embedding.from_pretrained(t, freeze=False).weight,
+    ],
+    ids=["Parameter(t)", "Parameter(t.detach())", "Buffer(t)", "Embedding.from_pretrained"],
+)
+def test_parameter_shares_storage_and_version_with_its_data_like_torch(make):
+    res = []
+    for F, mod in ((lf, nn), (torch, torch.nn)):
+        t = F.tensor(W0.copy())
+        p = make(F, mod, t)
+        v0, pv0 = t._version, p._version
+        t.add_(1.0)
+        with F.no_grad():
+            p.mul_(2.0)
+        res.append((np.asarray(t.numpy()).copy(), np.asarray(p.detach().numpy()).copy()))
+        assert t._version - v0 == 2 and p._version - pv0 == 2  # one counter for both
+    for a, b in zip(res[0], res[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_assigning_data_shares_the_new_storage_like_torch():
+    """``dec.weight.data = enc.weight.data`` (old-style weight tying): later writes to either show in both."""
+    res = []
+    for F, mod in ((lf, nn), (torch, torch.nn)):
+        p, x = mod.Parameter(F.ones(3)), F.zeros(3)
+        old = p.detach()
+        p.data = x
+        v = p._version
+        x.add_(2.0)
+        assert p._version == v  # its own counter (torch)
+        with F.no_grad():
+            p.mul_(3.0)
+        p.data = p  # assigning itself changes nothing
+        res.append([np.asarray(t.detach().numpy()).copy() for t in (p, x, old)])
+    for a, b in zip(*res):
+        np.testing.assert_array_equal(a, b)
