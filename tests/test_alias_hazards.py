@@ -427,3 +427,34 @@ def test_pickle_and_copy_copy_give_independent_tensors():
     np.testing.assert_array_equal(_np(a), W0)
     np.testing.assert_array_equal(_np(p2), W0)
     np.testing.assert_array_equal(_np(c), W0 + 1.0)
+
+
+@pytest.mark.parametrize(
+    "convert",
+    [
+        lambda m, F: m.half(),
+        lambda m, F: m.double(),
+        lambda m, F: m.to(F.float64),
+        lambda m, F: m.float(),
+        lambda m, F: m._apply(lambda t: t * 2),
+    ],
+    ids=["half", "double", "to(float64)", "float (no-op)", "_apply(t*2)"],
+)
+def test_module_conversion_gives_new_storage_like_torch(convert):
+    """torch's Module._apply assigns ``param.data = fn(param)``: aliases taken before a real conversion keep the
+    old dtype and value and stop following the parameter; a no-op conversion keeps them aliased."""
+    res = []
+    for F, mod in ((lf, nn), (torch, torch.nn)):
+        m = mod.Linear(2, 2)
+        with F.no_grad():
+            m.weight.copy_(F.tensor(W0[:2, :2].copy()))
+        sd, a = m.state_dict(), m.weight.detach()
+        convert(m, F)
+        with F.no_grad():
+            m.weight.add_(1.0)
+        res.append(
+            [(str(t.dtype).split(".")[-1], np.asarray(t.detach().float().numpy())) for t in (sd["weight"], a, m.weight)]
+        )
+    for (da, va), (db, vb) in zip(*res):
+        assert da == db
+        np.testing.assert_allclose(va, vb, rtol=1e-3)
