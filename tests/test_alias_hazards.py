@@ -458,3 +458,32 @@ def test_module_conversion_gives_new_storage_like_torch(convert):
     for (da, va), (db, vb) in zip(*res):
         assert da == db
         np.testing.assert_allclose(va, vb, rtol=1e-3)
+
+
+@pytest.mark.parametrize("opt", ["Adam", "SGD"])
+def test_optimizer_load_state_dict_never_deletes_the_given_state(opt):
+    """Loading another optimizer's state_dict() and stepping: the loader's steps match torch, and the state
+    tensors it was given stay readable (they used to be donated: "Array has been deleted"). Known difference:
+    torch's loader shares those tensors (its steps change the first optimizer's state); lazyflow copies."""
+    res = []
+    kw = {"lr": 0.1} if opt == "Adam" else {"lr": 0.1, "momentum": 0.9}
+    for F, mod in ((lf, nn), (torch, torch.nn)):
+        m, m2 = mod.Linear(3, 1), mod.Linear(3, 1)
+        with F.no_grad():
+            for lin in (m, m2):
+                lin.weight.copy_(F.tensor(W0[:1].copy()))
+                lin.bias.zero_()
+        o = getattr(F.optim, opt)(m.parameters(), **kw)
+        o2 = getattr(F.optim, opt)(m2.parameters(), **kw)
+        m(F.tensor(X0)).sum().backward()
+        o.step()
+        held = o.state_dict()["state"][0]["exp_avg" if opt == "Adam" else "momentum_buffer"]
+        before = np.asarray(held.numpy()).copy()
+        o2.load_state_dict(o.state_dict())
+        for _ in range(2):
+            m2(F.tensor(X0)).sum().backward()
+            o2.step()
+        if F is lf:
+            np.testing.assert_array_equal(np.asarray(held.numpy()), before)
+        res.append(np.asarray(m2.weight.detach().numpy()).copy())
+    np.testing.assert_allclose(res[0], res[1], rtol=1e-5, atol=1e-6)
