@@ -487,3 +487,29 @@ def test_optimizer_load_state_dict_never_deletes_the_given_state(opt):
             np.testing.assert_array_equal(np.asarray(held.numpy()), before)
         res.append(np.asarray(m2.weight.detach().numpy()).copy())
     np.testing.assert_allclose(res[0], res[1], rtol=1e-5, atol=1e-6)
+
+
+class _DataWriter(nn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.how = how
+
+    def forward(self, x):
+        alias = self.lin.weight.data if self.how == "data" else self.lin.weight.detach()
+        alias.mul_(0.5)
+        return self.lin(x)
+
+
+@pytest.mark.parametrize("how", ["data", "detach"])
+def test_scan_layers_refuse_a_write_through_an_alias_like_a_direct_write(how):
+    """ScanLayers blocks' tensors are read-only inside the scan (a write would be lost): a write through an alias
+    of one is refused the same way, not silently dropped."""
+    import jax
+    import jax.numpy as jnp
+
+    from lazyflow.utils.scan import ScanLayers
+
+    m = ScanLayers([_DataWriter(how), _DataWriter(how)])
+    with pytest.raises(lf.GraphError, match="in-place"):
+        jax.jit(lambda x: lf.func.functional_call(m, {}, (x,)))(jnp.ones((2, 3), jnp.float32))
