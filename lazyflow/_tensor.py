@@ -7,7 +7,9 @@ through the active interpreter (``_core.context.state.interp``). Methods that ar
 Aliases: ``detach()`` and ``.data`` share their source's storage as in torch: an in-place update of either (or
 an optimizer step, ``load_state_dict``, a compiled step's write-back) is seen through the other, so
 ``m.weight.data.normal_()``, ``p.detach().zero_()`` and ``model.state_dict()[k].copy_(v)`` change the model. The
-tensors sharing a storage form a group (:func:`_publish` hands a new value to all of them). Other views --
+tensors sharing a storage form a group (:func:`_publish` hands a new value to all of them; ``Parameter(t)`` and
+``p.data = t`` join ``t``'s group too); each member carries a version-counter identity (``detach()`` shares its
+source's, ``.data`` gets its own, as torch). Other views --
 ``view``/``reshape``/slicing -- do not alias for writes (JAX has no strided storage views).
 """
 
