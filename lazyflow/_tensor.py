@@ -7,7 +7,9 @@ through the active interpreter (``_core.context.state.interp``). Methods that ar
 Aliases: ``detach()`` and ``.data`` share their source's storage as in torch: an in-place update of either (or
 an optimizer step, ``load_state_dict``, a compiled step's write-back) is seen through the other, so
 ``m.weight.data.normal_()``, ``p.detach().zero_()`` and ``model.state_dict()[k].copy_(v)`` change the model. The
-tensors sharing a storage form a group (:func:`_publish` hands a new value to all of them). Other views --
+tensors sharing a storage form a group (:func:`_publish` hands a new value to all of them; ``Parameter(t)`` and
+``p.data = t`` join ``t``'s group too); each member carries a version-counter identity (``detach()`` shares its
+source's, ``.data`` gets its own, as torch). Other views --
 ``view``/``reshape``/slicing -- do not alias for writes (JAX has no strided storage views).
 """
 
@@ -69,46 +71,101 @@ def _rebind(t, value, meta=None) -> None:
 
 
 def _publish(t) -> None:
-    """``t`` got a new value in place: every live tensor sharing its storage gets the same value and meta and a
-    version bump (torch's detach() shares the version counter). Values never cross a trace boundary: a traced
-    value is given only to tensors holding traced values, a concrete one only to concrete holders."""
+    """``t`` got a new value in place: every live tensor sharing its storage gets the same value and meta. Those
+    sharing ``t``'s version counter (``detach()`` aliases, as torch) get a version bump; ``.data`` aliases have a
+    counter of their own (torch: writing through ``p.data`` between forward and backward is not an error, and the
+    backward sees the new value). Values never cross a trace boundary: a traced value is given only to tensors
+    holding traced values, a concrete one only to concrete holders."""
     peers = t._peers
     v, m = t._value, t._meta
     traced = isinstance(v, _Tracer)
+    vc = None
+    for r, c in peers:
+        if r() is t:
+            vc = c
+            break
     dead = False
-    for r in peers:
+    for r, c in peers:
         o = r()
         if o is None:
             dead = True
         elif o is not t and isinstance(o._value, _Tracer) == traced:
             o._value, o._meta = v, m
-            o._version += 1
+            if c is vc:
+                o._version += 1
     if dead:
-        peers[:] = [r for r in peers if r() is not None]
+        peers[:] = [e for e in peers if e[0]() is not None]
+        if len(peers) == 1:  # every alias is gone: later writes to t publish nothing
+            t._peers = None
+            peers.clear()
 
 
-def _alias(t) -> Tensor:
-    """A new leaf sharing ``t``'s storage (``detach()``, ``.data``): writes to either are seen through both."""
-    if isinstance(t._value, _Tracer):
-        # inside a trace: a plain detached value (no group across a trace), cut for a compiled jax.vjp as well
-        return _make(jax.lax.stop_gradient(t._value), t._meta)
-    out = _make(t._value, t._meta)
-    peers = t._peers
-    if peers is None:
-        peers = t._peers = [weakref.ref(t)]
-    elif len(peers) >= 16:  # keep a group that is aliased in a loop (p.detach() per step) small
-        peers[:] = [r for r in peers if r() is not None]
-    peers.append(weakref.ref(out))
-    out._peers = peers
+_COUNTERS = iter(range(1 << 62))  # version-counter identities: (ref, counter) entries of a group
+
+
+def _alias(t, share_version: bool = True) -> Tensor:
+    """A new leaf sharing ``t``'s storage (``detach()``, ``.data``): writes to either are seen through both. With
+    ``share_version`` (``detach()``) it also shares ``t``'s version counter; ``.data`` gets one of its own. Inside a
+    trace the group holds traced values only for the trace (``p.data.clamp_()`` in a compiled step writes ``p``)."""
+    v = t._value
+    # inside a trace the alias is also cut for a compiled jax.vjp, as torch's detach cuts the gradient
+    out = _make(jax.lax.stop_gradient(v) if isinstance(v, _Tracer) else v, t._meta)
+    _join(out, t, share_version)
     return out
+
+
+def _join(out, t, share_version: bool) -> None:
+    """``out`` (holding ``t``'s value) starts sharing ``t``'s storage: ``Parameter(t)``, ``p.data = t``, aliases."""
+    peers = t._peers
+    vc = None
+    if peers is None:
+        vc = next(_COUNTERS)
+        peers = t._peers = [(weakref.ref(t), vc)]
+    else:
+        for r, c in peers:
+            if r() is t:
+                vc = c
+                break
+        if len(peers) >= 16:  # keep a group that is aliased in a loop (p.detach() per step) small
+            peers[:] = [e for e in peers if e[0]() is not None]
+    if share_version and vc is not None:
+        out._version = t._version
+    else:
+        vc = next(_COUNTERS)
+        out._version = 0
+    peers.append((weakref.ref(out), vc))
+    out._peers = peers
 
 
 def _leave(t) -> None:
     """``t`` gets storage of its own (``t.data = other``): it stops sharing with its former aliases."""
     peers = t._peers
     if peers is not None:
-        peers[:] = [r for r in peers if r() is not None and r() is not t]
+        peers[:] = [e for e in peers if e[0]() is not None and e[0]() is not t]
         t._peers = None
+
+
+def _deepcopy_alias(src, out, memo) -> None:
+    """``out`` (a deepcopy of ``src``) joins the copy of ``src``'s alias group made by this same deepcopy, so
+    aliases copied together stay aliases of each other (as torch's deepcopy keeps shared storages shared), while
+    nothing is shared with the originals."""
+    peers = src._peers
+    vc = None
+    for r, c in peers:
+        if r() is src:
+            vc = c
+            break
+    if vc is None:
+        return
+    group = memo.get(id(peers))
+    if group is None:
+        group = memo[id(peers)] = ([], {})
+        memo.setdefault(id(memo), []).append(peers)  # keep the original alive while the memo lives (copy's rule)
+    new_peers, counters = group
+    if vc not in counters:
+        counters[vc] = next(_COUNTERS)
+    new_peers.append((weakref.ref(out), counters[vc]))
+    out._peers = new_peers
 
 
 def from_jax(array) -> Tensor:
@@ -363,6 +420,8 @@ class Tensor:
         t._rg = self._rg
         if self.grad is not None:
             t.grad = _make(self.grad._value, self.grad._meta)  # a copy shares no storage with the original
+        if self._peers is not None:
+            _deepcopy_alias(self, t, memo)
         memo[id(self)] = t
         return t
 
@@ -446,14 +505,17 @@ class Tensor:
     @property
     def data(self) -> Tensor:
         """This tensor's storage as a tensor outside autograd: in-place updates of it change this tensor too
-        (``p.data.normal_(0, 0.02)``); assigning ``t.data = other`` gives ``t`` ``other``'s value as storage of
-        its own (former aliases keep the old value)."""
-        return _alias(self)
+        (``p.data.normal_(0, 0.02)``); assigning ``t.data = other`` makes ``t`` share ``other``'s storage (its
+        former aliases keep the old value). As in torch a ``.data`` alias has a version counter of its own: writing
+        through it between forward and backward is not an error (the backward sees the new value)."""
+        return _alias(self, share_version=False)
 
     @data.setter
     def data(self, other: Tensor) -> None:
         _leave(self)
         _rebind(self, other._value, other._meta)
+        if other is not self:
+            _join(self, other, share_version=False)  # torch: self now shares other's storage, its own counter
 
     @property
     def T(self) -> Tensor:

@@ -134,7 +134,13 @@ class TraceInterpreter:
         return res
 
     def apply_inplace(self, op, target, args, statics=()):
-        if not isinstance(target._value, _Tracer) or id(target) in self.ctx.readonly:
+        readonly = self.ctx.readonly
+        if (
+            not isinstance(target._value, _Tracer)
+            or id(target) in readonly
+            # a p.data / p.detach() alias of a read-only tensor: the write would reach it and be dropped
+            or (readonly and target._peers is not None and any(id(r()) in readonly for r, _ in target._peers))
+        ):
             raise GraphError(
                 f"in-place {op.name}_ on a tensor captured from outside the compiled code (shape "
                 f"{list(target.shape)}) at {user_frame()}: graph mode cannot write to it; make it a "

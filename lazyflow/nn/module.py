@@ -813,9 +813,9 @@ class Module:
                 for t in store.values():
                     if t is None:
                         continue
-                    _rebind_to(t, fn(t))
+                    _convert(t, fn(t))
                     if t.grad is not None:
-                        _rebind_to(t.grad, fn(t.grad))
+                        _convert(t.grad, fn(t.grad))
         return self
 
     def to(self, *args, **kwargs) -> Module:
@@ -945,7 +945,8 @@ def _write_into(target: Tensor, arr) -> None:
     _rebind(target, _placed(arr, target))
 
 
-def _rebind_to(target: Tensor, new: Tensor) -> None:
-    """Give ``target`` the value (and dtype/placement) of ``new``, keeping the object."""
-    if new is not target:
-        _rebind(target, new._value, new._meta)
+def _convert(target: Tensor, new: Tensor) -> None:
+    """torch's ``_apply``: ``target.data = fn(target)``: a real conversion gives ``target`` new storage (aliases
+    taken before, e.g. ``state_dict()`` values, keep the old dtype and value); a no-op keeps the storage."""
+    if new is not target and new._value is not target._value:
+        target.data = new

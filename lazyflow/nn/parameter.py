@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core import dtypes as D
-from .._tensor import Tensor, _concrete, _make
+from .._tensor import Tensor, _concrete, _join, _make
 
 __all__ = ["Parameter", "Buffer"]
 
@@ -16,7 +16,8 @@ _T = TypeVar("_T", bound=Tensor)
 
 
 def _adopt(cls: type[_T], data: Tensor | None, requires_grad: bool) -> _T:
-    """A new ``cls`` instance sharing ``data``'s value (JAX arrays are immutable: no aliasing of writes)."""
+    """A new ``cls`` instance sharing ``data``'s storage and version counter, as torch: an in-place update of either
+    is seen through the other (``Parameter(t)``, ``Embedding.from_pretrained(t)``)."""
     if data is None:
         t = _make(jnp.zeros((0,), D.get_default_dtype().to_jax()), None, cls)
     elif not isinstance(data, Tensor):
@@ -26,6 +27,7 @@ def _adopt(cls: type[_T], data: Tensor | None, requires_grad: bool) -> _T:
         )
     else:
         t = _make(data._value, data._meta, cls)
+        _join(t, data, share_version=True)
     if requires_grad:
         t.requires_grad_(True)
     return cast(_T, t)  # _make(..., cls) built a cls
@@ -35,7 +37,8 @@ class Parameter(Tensor):
     """A Tensor that is a module parameter: assigning one to a Module attribute registers it.
 
     Args:
-        data: the initial value (shared, not copied: JAX arrays are immutable). Default: an empty tensor.
+        data: the initial value; its storage is shared, not copied (writes to either show in both, as torch).
+            Default: an empty tensor.
         requires_grad: whether the parameter records gradients (default True).
     Raises:
         DTypeError: ``requires_grad=True`` with a non-floating dtype.

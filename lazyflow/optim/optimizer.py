@@ -692,7 +692,9 @@ class Optimizer:
                 )
             dtype = p.dtype.to_jax() if p.is_floating_point() else np.asarray(arr).dtype
         if isinstance(arr, jax.Array):
-            out = arr.astype(dtype)
+            # a copy, as torch's load_state_dict deep-copies: sharing the buffer would let this optimizer's step
+            # donate (delete) an array the given state dict -- or the optimizer it came from -- still holds
+            out = jnp.array(arr, dtype=dtype, copy=True)
         else:
             out = jnp.asarray(np.array(arr, dtype=dtype, copy=True))  # private copy: JAX may alias numpy memory
         pv = p._value
