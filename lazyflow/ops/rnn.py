@@ -73,6 +73,35 @@ def _unflatten(weights, num_layers, dirs, has_bias, proj):
     return out
 
 
+def layers(mode, x, hx, cx, weights, num_layers, bidirectional, has_bias, proj, dropout, seed, offset, direction):
+    """The layer/direction stack shared by ``rnn`` and ``rnn_packed`` on time-major ``x`` ``(T, N, I)``:
+    ``direction(mode, x, h0, c0, w, reverse) -> (y, h, c)`` runs one direction of one layer; dropout between layers
+    with a mask per layer from ``(seed, offset)``. Returns ``(output, h_n, c_n or None)``."""
+    dirs = 2 if bidirectional else 1
+    ws = _unflatten(weights, num_layers, dirs, has_bias, proj)
+    lstm = mode == "LSTM"
+    w_hh = ws[0][1]
+    if hx is None:
+        hx = jnp.zeros((num_layers * dirs, x.shape[1], w_hh.shape[1]), x.dtype)
+    if cx is None and lstm:
+        cx = jnp.zeros((num_layers * dirs, x.shape[1], w_hh.shape[0] // 4), x.dtype)
+    hs, cs = [], []
+    for layer in range(num_layers):
+        if layer and dropout > 0.0:
+            key = jax.random.fold_in(key_of(seed, offset), layer)
+            keep = jax.random.bernoulli(key, 1.0 - dropout, x.shape)
+            x = jnp.where(keep, x / jnp.asarray(1.0 - dropout, x.dtype), jnp.zeros((), x.dtype))
+        ys = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            y, h, c = direction(mode, x, hx[k], None if cx is None else cx[k], ws[k], d == 1)
+            ys.append(y)
+            hs.append(h)
+            cs.append(c)
+        x = ys[0] if dirs == 1 else jnp.concatenate(ys, axis=-1)
+    return x, jnp.stack(hs), (jnp.stack(cs) if lstm else None)
+
+
 @op(
     "rnn",
     static=("mode", "num_layers", "bidirectional", "batch_first", "batched", "has_bias", "proj", "dropout"),
@@ -94,30 +123,9 @@ def _rnn(
         cx = None if cx is None else cx[:, None]
     elif batch_first:
         x = jnp.swapaxes(x, 0, 1)
-    dirs = 2 if bidirectional else 1
-    ws = _unflatten(weights, num_layers, dirs, has_bias, proj)
-    lstm = mode == "LSTM"
-    w_hh = ws[0][1]
-    if hx is None:
-        hx = jnp.zeros((num_layers * dirs, x.shape[1], w_hh.shape[1]), x.dtype)
-    if cx is None and lstm:
-        cx = jnp.zeros((num_layers * dirs, x.shape[1], w_hh.shape[0] // 4), x.dtype)
-    hs, cs = [], []
-    for layer in range(num_layers):
-        if layer and dropout > 0.0:
-            key = jax.random.fold_in(key_of(seed, offset), layer)
-            keep = jax.random.bernoulli(key, 1.0 - dropout, x.shape)
-            x = jnp.where(keep, x / jnp.asarray(1.0 - dropout, x.dtype), jnp.zeros((), x.dtype))
-        ys = []
-        for d in range(dirs):
-            k = layer * dirs + d
-            y, h, c = _direction(mode, x, hx[k], None if cx is None else cx[k], ws[k], reverse=d == 1)
-            ys.append(y)
-            hs.append(h)
-            cs.append(c)
-        x = ys[0] if dirs == 1 else jnp.concatenate(ys, axis=-1)
-    h_n = jnp.stack(hs)
-    c_n = jnp.stack(cs) if lstm else None
+    x, h_n, c_n = layers(
+        mode, x, hx, cx, weights, num_layers, bidirectional, has_bias, proj, dropout, seed, offset, _direction
+    )
     if not batched:
         x, h_n = x[:, 0], h_n[:, 0]
         c_n = None if c_n is None else c_n[:, 0]
