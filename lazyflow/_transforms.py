@@ -23,6 +23,7 @@ import numpy as np
 
 from ._core.context import state
 from ._core.errors import ArgumentError, LazyflowError, OpError
+from ._ingress import array as owned_array
 from ._tensor import Tensor, _make
 from .autograd._custom import traced_apply_count
 from .graph.trace import Tracing
@@ -316,7 +317,12 @@ def jvp(func: Callable, primals: Any, tangents: Any, *, strict: bool = False, ha
 
 
 def _cast(t, p):
-    return jax.tree_util.tree_map(lambda a, b: jnp.asarray(a, jnp.result_type(b)), _values(t), _values(p))
+    def leaf(a, b):
+        if not isinstance(a, (jax.Array, jax.core.Tracer)):
+            a = owned_array(a, copy=False)  # user memory (numpy...) is copied: a result never aliases it
+        return jnp.asarray(a, jnp.result_type(b))
+
+    return jax.tree_util.tree_map(leaf, _values(t), _values(p))
 
 
 def linearize(func: Callable, *primals: Any):

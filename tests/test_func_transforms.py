@@ -218,3 +218,13 @@ def test_forward_mode_through_ops_with_backward_rules_matches_torch():
         return out, fn(T(V))
 
     _pair(lin)
+
+
+def test_jvp_never_aliases_a_numpy_tangent():
+    """A numpy tangent is caller memory: the tangent output of the identity is a copy (the reference is the
+    tangent's value before the caller changes it)."""
+    t = np.arange(3, dtype=np.float32)
+    before = t.copy()
+    _, out = lf.func.jvp(lambda x: x, (lf.ones(3),), (t,))
+    t += 100.0
+    np.testing.assert_array_equal(np.asarray(out.numpy()), before)

@@ -56,7 +56,9 @@ class BasePruningMethod:
         self._tensor_name = name
 
     def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement compute_mask (an abstract method, as in torch)"
+        )
 
     def apply_mask(self, module: Module) -> Tensor:
         return getattr(module, self._tensor_name + "_orig") * getattr(module, self._tensor_name + "_mask")
