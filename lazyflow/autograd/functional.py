@@ -20,6 +20,15 @@ from .grad_mode import enable_grad
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
 
+def _pair_grads(pairs, xs, create_graph):
+    """Gradients w.r.t. ``xs`` of the sum of ``<output, v>`` over ``(output, v)`` pairs; None per input when no
+    output requires a gradient."""
+    if not pairs:
+        return (None,) * len(xs)
+    outs, vs = zip(*pairs)
+    return _grad(list(outs), xs, grad_outputs=list(vs), create_graph=create_graph, allow_unused=True, retain_graph=True)
+
+
 def _as_tuple(x, arg: str, fn: str) -> tuple[bool, tuple]:
     is_tuple = isinstance(x, (tuple, list))
     xs = tuple(x) if is_tuple else (x,)
@@ -96,17 +105,7 @@ def vjp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
                         f"{list(a.shape)}: give v the outputs' shapes"
                     )
         live = [(o, g) for o, g in zip(outs, vs) if o.requires_grad]
-        if live:
-            gs = _grad(
-                [o for o, _ in live],
-                xs,
-                grad_outputs=[g for _, g in live],
-                create_graph=create_graph,
-                allow_unused=True,
-                retain_graph=True,
-            )
-        else:
-            gs = (None,) * len(xs)
+        gs = _pair_grads(live, xs, create_graph)
         if strict and not live:
             raise AutogradError("The output of the user-provided function does not require gradients (strict mode)")
         gs = _fill(gs, xs, strict, "gradient", create_graph)
@@ -291,16 +290,6 @@ def _hessian_product(func, inputs, v, create_graph: bool, strict: bool, name: st
             return _post((out,), create_graph, False), _post(zeros, create_graph, in_tuple)
         g1 = _grad(out.reshape(()), xs, create_graph=True, allow_unused=True)
         pairs = [(g, a) for g, a in zip(g1, vs) if g is not None]
-        if pairs:
-            gs = _grad(
-                [g for g, _ in pairs],
-                xs,
-                grad_outputs=[a for _, a in pairs],
-                create_graph=create_graph,
-                allow_unused=True,
-                retain_graph=True,
-            )
-        else:
-            gs = (None,) * len(xs)
+        gs = _pair_grads(pairs, xs, create_graph)
         gs = _fill(gs, xs, strict, "vhp", create_graph)
     return _post((out,), create_graph, False), _post(gs, create_graph, in_tuple)
