@@ -26,6 +26,7 @@ class _State(threading.local):
     rng_hook: Any = None  # graph mode: Generator -> (seed, offset) traced values
     # graph mode: the trace's deferred index checks (lazyflow._core.checks); None: nothing collects them
     checks: list | None = None
+    trace_ctx: Any = None  # graph mode: the active trace's context (lazyflow.graph.trace.Tracing)
 
 
 state = _State()

@@ -10,21 +10,42 @@ from .._core.context import state
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode"]
 
 
+def _jax_differentiated():
+    """The active trace when JAX differentiates it as a whole (``lf.compile``, ``lf.func``): there the grad mode is
+    the trace's ``stop`` flag (no_grad regions become ``stop_gradient`` in the program), not the tape switch."""
+    ctx = state.trace_ctx
+    return ctx if state.tracing and ctx is not None and not ctx.tape else None
+
+
+def _get() -> bool:
+    ctx = _jax_differentiated()
+    return state.grad_enabled if ctx is None else not ctx.stop
+
+
+def _set(mode: bool) -> None:
+    ctx = _jax_differentiated()
+    if ctx is None:
+        state.grad_enabled = mode
+    else:
+        ctx.stop = not mode
+
+
 def is_grad_enabled() -> bool:
-    """Whether operations are being recorded for autograd."""
-    return state.grad_enabled
+    """Whether operations are being recorded for autograd (inside ``lf.compile``: whether gradients flow through
+    what runs now, as in torch)."""
+    return _get()
 
 
 class _Mode(contextlib.ContextDecorator):
     _mode = True
 
     def __enter__(self):
-        self._prev = state.grad_enabled
-        state.grad_enabled = self._mode
+        self._prev = _get()
+        _set(self._mode)
         return self
 
     def __exit__(self, *exc):
-        state.grad_enabled = self._prev
+        _set(self._prev)
         return False
 
     def _recreate_cm(self):
@@ -69,17 +90,17 @@ class set_grad_enabled(_Mode):
     """
 
     def __init__(self, mode: bool):
-        self._prev = state.grad_enabled
+        self._prev = _get()
         self._mode = bool(mode)
-        state.grad_enabled = self._mode
+        _set(self._mode)
 
     def __call__(self, func):
-        state.grad_enabled = self._prev  # undo the switch made by construction
+        _set(self._prev)  # undo the switch made by construction
         return super().__call__(func)
 
     def _recreate_cm(self):
         return type(self)(self._mode)  # saves the mode in force at call time, then switches
 
     def __enter__(self):
-        state.grad_enabled = self._mode
+        _set(self._mode)
         return self

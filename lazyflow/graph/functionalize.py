@@ -113,7 +113,9 @@ def trace_pure(
     prev_grad, prev_checks = state.grad_enabled, state.checks
     deferred: list[DeferredCheck] = []
     try:
-        with Tracing(readonly_ids, rng) as ctx:
+        with Tracing(readonly_ids, rng, tape=grad) as ctx:
+            if not grad and not prev_grad:  # lf.compile called under no_grad: nothing inside carries a gradient
+                ctx.stop = True
             state.grad_enabled = grad
             state.checks = deferred if checks else None
             out, aux_out = body()

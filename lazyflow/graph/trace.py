@@ -45,6 +45,21 @@ class TraceEntry(OpRecord):
     __slots__ = ()
 
 
+def _stopped(v):
+    return jax.lax.stop_gradient(v) if jax.numpy.issubdtype(v.dtype, jax.numpy.inexact) else v
+
+
+@jax.custom_jvp
+def _through(old, new):
+    """``new``, differentiating as ``old`` does (identity tangent from ``old``; ``new`` is a constant)."""
+    return new
+
+
+@_through.defjvp
+def _through_jvp(primals, tangents):
+    return primals[1], tangents[0]
+
+
 def _tmeta(v):
     return (tuple(v.shape), from_jax_dtype(v.dtype), 0)
 
@@ -52,8 +67,13 @@ def _tmeta(v):
 class Tracing:
     """Context for one trace: installs the trace interpreter and records captured concrete tensors."""
 
-    def __init__(self, readonly_ids=(), rng_hook=None, vjp_rules=None):
+    def __init__(self, readonly_ids=(), rng_hook=None, vjp_rules=None, tape: bool = False):
         self.captured: dict[int, Tensor] = {}
+        # tape: ops record tape nodes (lf.nn.Graph's trace, whose build() calls backward); otherwise JAX
+        # differentiates the traced program as a whole (lf.compile, lf.func), and a user's no_grad region is
+        # expressed in the program itself: `stop` makes every op's floating outputs stop_gradient there
+        self.tape = tape
+        self.stop = False
         self.readonly = set(readonly_ids)
         self.rng_hook = rng_hook
         # the op table's backward rules (jax.custom_vjp) are attached unless a forward-mode transform (lf.func.jacfwd,
@@ -62,9 +82,11 @@ class Tracing:
 
     def __enter__(self):
         self._prev = (state.interp, state.tracing, state.rng_hook, getattr(state, "trace_ctx", None))
+        outer = self._prev[3] if state.tracing else None
         if self.vjp_rules is None:
-            outer = self._prev[3]
-            self.vjp_rules = True if outer is None or not state.tracing else outer.vjp_rules
+            self.vjp_rules = True if outer is None else outer.vjp_rules
+        if outer is not None and outer.stop:  # a trace opened inside a no_grad region stays inside it
+            self.stop = True
         state.interp = TraceInterpreter(self)
         state.tracing = True
         state.rng_hook = self.rng_hook
@@ -128,6 +150,8 @@ class TraceInterpreter:
         descs, vals, rg = self._prepare(args)
         out = self._run(op, args, statics, descs, vals)
         multi = isinstance(out, (tuple, list))
+        if self.ctx.stop:
+            out = type(out)(map(_stopped, out)) if multi else _stopped(out)
         res = tuple(_make(o, _tmeta(o)) for o in out) if multi else _make(out, _tmeta(out))
         if rg and state.grad_enabled and op.differentiable:
             record(TraceEntry(op, statics, descs), args, res, multi)
@@ -159,6 +183,10 @@ class TraceInterpreter:
         if isinstance(out, (tuple, list)):
             raise multi_inplace_error(op)
         out, meta = inplace_result(op, target, out, _tmeta(out))
+        if self.ctx.stop and jax.numpy.issubdtype(out.dtype, jax.numpy.inexact):
+            # torch: an in-place write under no_grad leaves the tensor's place in the graph as it was, so a later
+            # use differentiates to the tensor as if unmodified -- the new value, the old value's gradient path
+            out = _through(target._value, out)
         entry = TraceEntry(op, statics, descs) if record_grad else None
         return commit_inplace(target, out, meta, entry, args, record_grad)
 
