@@ -1,5 +1,6 @@
 """``lf.utils.data``: datasets, samplers and the DataLoader (torch's API, batches as lazyflow tensors)."""
 
+from ._main_image import WorkerGlobalError
 from ._worker import WorkerInfo, get_worker_info
 from .collate import default_collate, default_convert
 from .dataloader import DataLoader
@@ -15,6 +16,7 @@ from .sampler import (
 )
 
 __all__ = [
+    "WorkerGlobalError",
     "Dataset",
     "IterableDataset",
     "TensorDataset",

@@ -1,22 +1,25 @@
 """``DataLoader``: batches from a dataset, in the main process or in worker processes with prefetching.
 
-Workers are started with the ``"forkserver"`` method (``"spawn"`` where it does not exist), not ``"fork"``:
-JAX is multithreaded, and a forked child that touches JAX (a dataset of lazyflow tensors, a transform
-using lazyflow) deadlocks. ``multiprocessing_context="fork"`` starts workers much faster and is safe when
-the dataset, collate function and ``worker_init_fn`` only use numpy / plain Python. With forkserver and
-spawn a worker re-imports the main module, so the dataset must be picklable and the script guarded by
-``if __name__ == "__main__":``; ``persistent_workers=True`` pays the start-up once. A script without that guard
-(the torch examples' style) gets ``"fork"`` by default, as on torch's Linux default: its workers must then keep to
-numpy / plain Python (collation into lazyflow tensors happens in the main process either way).
+Workers are started with the ``"forkserver"`` method (``"spawn"`` where it does not exist), never ``"fork"`` by
+default: JAX is multithreaded, and a forked child of a process that has run JAX hangs at its first lazyflow op (a
+dataset of lazyflow tensors, a transform using lazyflow). With forkserver and spawn a worker re-imports the main
+module, which is right for a script guarded by ``if __name__ == "__main__":``. A script without that guard (the
+torch examples' style, which torch's Linux default of fork serves) would run its whole top level again in each
+worker; its workers instead rebuild only the script's definitions (:mod:`._main_image`: its imports, functions,
+classes and the picklable globals they read), so it works as under torch. ``multiprocessing_context="fork"`` is
+still accepted: it starts workers fastest and is safe only when the dataset, collate function and
+``worker_init_fn`` use numpy / plain Python alone. ``persistent_workers=True`` pays the start-up once.
 """
 
 from __future__ import annotations
 
 import ast
 import atexit
+import contextlib
 import itertools
 import multiprocessing
 import os
+import pickle
 import queue
 import sys
 import time
@@ -26,7 +29,7 @@ from collections.abc import Callable, Iterable, Sized
 from multiprocessing import resource_tracker, shared_memory
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from . import _worker
+from . import _main_image, _worker
 from .collate import default_collate, default_convert, to_lazyflow
 from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, _rng
@@ -51,37 +54,35 @@ class _InfiniteConstantSampler(Sampler):
 
 # imported once by the fork server, so workers forked from it skip these imports; importing them starts no
 # JAX backend (no XLA threads), so forking afterwards is safe (JAX itself warns at fork time if its backend is running)
-_PRELOAD = ["numpy", "jax", "jax.numpy", "lazyflow.utils.data._worker"]
+_PRELOAD = ["numpy", "jax", "jax.numpy", "lazyflow.utils.data._worker", "lazyflow.utils.data._main_image"]
 
 
-def _main_unguarded() -> bool:
-    """Whether the main module is a script whose top level is not under ``if __name__ == "__main__":``: a
-    forkserver/spawn worker would run all of it again (the training loop included) when it imports it."""
+def _main_source() -> tuple[str, str] | None:
+    """``(path, source)`` of the main module when it is a script whose top level is not under
+    ``if __name__ == "__main__":`` (a forkserver/spawn worker would run all of it again -- the training loop
+    included -- when it imports it); otherwise None."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if not path or not os.path.isfile(path):
-        return False
+        return None
     try:
         with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
+            source = f.read()
+        tree = ast.parse(source)
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return False
+        return None
     for node in tree.body:
         if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
             names = [node.test.left, *node.test.comparators]
             if any(isinstance(n, ast.Name) and n.id == "__name__" for n in names) and any(
                 isinstance(n, ast.Constant) and n.value == "__main__" for n in names
             ):
-                return False
-    return True
+                return None
+    return path, source
 
 
 def _context(ctx) -> _Context:
     if ctx is None:
-        if _main_unguarded() and "fork" in multiprocessing.get_all_start_methods():
-            # as torch does on Linux: a script without a main guard forks its workers (forkserver would run the
-            # whole script again in each); safe while workers use numpy / Python, as the module docstring says
-            return multiprocessing.get_context("fork")
         if "forkserver" not in multiprocessing.get_all_start_methods():
             return multiprocessing.get_context("spawn")
         ctx = multiprocessing.get_context("forkserver")
@@ -90,6 +91,7 @@ def _context(ctx) -> _Context:
         server = forkserver._forkserver
         if getattr(server, "_forkserver_pid", None) is None:  # not started yet: preload can still change
             current = list(getattr(server, "_preload_modules", []))
+            # (an unguarded script's workers start with its file hidden: the server then does not preload it)
             ctx.set_forkserver_preload(current + [m for m in _PRELOAD if m not in current])
         return ctx
     if isinstance(ctx, str):
@@ -318,6 +320,11 @@ class _MultiProcessIter(_BaseIter):
             mode = "custom"
         self._collate_mode = mode
         ctx = _context(loader.multiprocessing_context)
+        image = None
+        if ctx.get_start_method() != "fork":
+            main = _main_source()
+            if main is not None:  # an unguarded script: workers rebuild its definitions, not its top level
+                image = _main_image.build_image(sys.modules["__main__"], main[1], main[0])
         # one resource tracker for this process and its workers (forked workers would otherwise start their
         # own): the shared-memory slots workers create and this process attaches are then accounted once
         resource_tracker.ensure_running()
@@ -334,29 +341,35 @@ class _MultiProcessIter(_BaseIter):
             for i in range(self._num_workers):
                 iq = ctx.Queue()
                 iq.cancel_join_thread()
-                w = ctx.Process(
-                    target=_worker.worker_loop,
-                    args=(
-                        self._iterable,
-                        self._dataset,
-                        iq,
-                        self._result_queue,
-                        self._done_event,
-                        self._epoch_value,
-                        self._auto_collation,
-                        mode,
-                        None if mode != "custom" else self._collate_fn,
-                        self._drop_last,
-                        self._base_seed,
-                        loader.worker_init_fn,
-                        i,
-                        self._num_workers,
-                        self._prefetch_factor + 1,
-                        owner,
-                    ),
+                collate_fn = None if mode != "custom" else self._collate_fn
+                args = (
+                    self._iterable,
+                    self._dataset,
+                    iq,
+                    self._result_queue,
+                    self._done_event,
+                    self._epoch_value,
+                    self._auto_collation,
+                    mode,
+                    collate_fn,
+                    self._drop_last,
+                    self._base_seed,
+                    loader.worker_init_fn,
+                    i,
+                    self._num_workers,
+                    self._prefetch_factor + 1,
+                    owner,
                 )
+                if image is None:
+                    w = ctx.Process(target=_worker.worker_loop, args=args)
+                else:
+                    # what may name the script's classes travels pickled, opened after the image is installed
+                    payload = pickle.dumps((self._dataset, collate_fn, loader.worker_init_fn), pickle.HIGHEST_PROTOCOL)
+                    held = (*args[:1], None, *args[2:8], None, *args[9:11], None, *args[12:])
+                    w = ctx.Process(target=_main_image.worker_loop_from_image, args=(image, payload, held))
                 w.daemon = True
-                w.start()
+                with _main_image.hidden_main_path() if image is not None else contextlib.nullcontext():
+                    w.start()
                 self._index_queues.append(iq)
                 self._workers.append(w)
         except BaseException:
