@@ -79,6 +79,7 @@ TORCH_DTYPES: dict[str, np.dtype] = {
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
 _LF_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+_LF_NP = {np.dtype(TORCH_DTYPES[n]): D.to_dtype(n) for n in _LF_DTYPES}  # native numpy dtype -> lazyflow dtype
 _MAX_DIM = 1 << 48  # sizes, strides and offsets beyond this are forged (no storage holds 2**48 elements)
 _MAX_EXPAND = 1 << 30  # the most bytes a view may materialise beyond its storage's own size (stride-0 expands)
 _DIRECT_MIN = 1 << 16  # records this big are read into aligned buffers (smaller ones: zipfile's read)
@@ -161,10 +162,14 @@ def placement(map_location, location: str, dtype: np.dtype, nbytes: int, where: 
 def make_value(arr: np.ndarray, place: Callable[[], Any], where: str, what: str, requires_grad: bool = False):
     """A loaded array as a lazyflow Tensor on ``place()`` (``arr`` is the load's own memory, or a read-only map
     with ``mmap=True``); dtypes lazyflow lacks (complex, uint16/32/64) stay numpy arrays of their own."""
-    if arr.dtype.name not in _LF_DTYPES:
+    lf_dtype = _LF_NP.get(arr.dtype)
+    if lf_dtype is None and arr.dtype.name in _LF_DTYPES:  # a non-native byte order: a native copy
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+        lf_dtype = _LF_NP.get(arr.dtype)
+    if lf_dtype is None:
         return np.array(arr)
     try:
-        D.to_dtype(arr.dtype).to_jax()
+        lf_dtype.to_jax()  # raises for a 64-bit dtype while JAX's x64 mode is off
         value = put(arr, place())
     except LazyflowError as e:
         raise CheckpointError(f"{where}: {what}: {e}") from e
@@ -193,7 +198,7 @@ class _TorchReader:
         self.prefix = find_archive(zf, where)
         self.names = set(zf.namelist())
         self.storages: dict[str, _Storage] = {}
-        self.places: dict[str, Any] = {}
+        self.places: dict[Any, Any] = {}
         self.crcs: list[tuple[str, int, Any]] = []
         self.mapped: np.ndarray | None = None
         self.records: dict[str, np.ndarray] = {}  # data records read (or mapped) up front, by member name
@@ -243,7 +248,7 @@ class _TorchReader:
         if self.mmap_path is not None:
             if self.mapped is None:
                 self.mapped = np.memmap(self.mmap_path, np.uint8, "r")
-            view, base = self.mapped, 0
+            view, base = self.mapped.view(np.ndarray), 0  # plain slices (a memmap's cost numpy calls per slice)
         else:
             try:
                 fd = self.zf.fp.fileno()  # type: ignore[union-attr]
@@ -362,9 +367,13 @@ class _TorchReader:
         return st
 
     def _place(self, st: _Storage):
-        hit = self.places.get(st.key)
+        # a map_location function is asked once per storage (as torch does); anything else depends on the saved
+        # location only
+        ml = self.map_location
+        key = st.key if callable(ml) and not isinstance(ml, (Device, jax.Device)) else ("location", st.location)
+        hit = self.places.get(key)
         if hit is None:
-            hit = self.places[st.key] = self._placement(st)
+            hit = self.places[key] = self._placement(st)
         return hit
 
     def _placement(self, st: _Storage):
