@@ -186,3 +186,24 @@ def test_a_path_lands_in_one_aligned_buffer_the_device_wraps(tmp_path, suffix):
     assert ptrs[-1] - ptrs[0] < nbytes + 64 * len(src) + 4096  # one region: the tensors share the load's buffer
     for k, v in src.items():
         np.testing.assert_array_equal(got[k].numpy(), v.numpy())
+
+
+@pytest.mark.parametrize("mmap", [False, True], ids=["read", "mmap"])
+def test_forged_directory_offsets_read_nothing_past_the_file(tmp_path, mmap):
+    """A central directory entry whose local-header offset lies far past the file's end: refused, naming the file
+    (the one read is bounded by the file's size and the central directory, never by a claimed offset)."""
+    torch.save({"w": torch.randn(100), "v": torch.randn(50)}, tmp_path / "c.pt")
+    raw = bytearray((tmp_path / "c.pt").read_bytes())
+    with zipfile.ZipFile(tmp_path / "c.pt") as zf:
+        info = next(i for i in zf.infolist() if i.filename.endswith("/data/1"))
+    pos = 0
+    while True:  # the central directory entry of data/1
+        central = raw.find(b"PK\x01\x02", pos)
+        n = int.from_bytes(raw[central + 28 : central + 30], "little")
+        if raw[central + 46 : central + 46 + n].decode() == info.filename:
+            break
+        pos = central + 4
+    raw[central + 42 : central + 46] = (1 << 31).to_bytes(4, "little")  # 2 GiB on
+    (tmp_path / "f.pt").write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="f.pt"):
+        lf.load(tmp_path / "f.pt", mmap=mmap)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 import re
 import zipfile
 from collections.abc import Callable
@@ -255,16 +256,19 @@ class _TorchReader:
             except (AttributeError, OSError, ValueError):  # io.BytesIO: no descriptor
                 return
             infos.sort(key=lambda i: i.header_offset)
-            ends = sorted({i.header_offset for i in self.zf.infolist()} | {getattr(self.zf, "start_dir", 1 << 62)})
+            size = os.fstat(fd).st_size
             last = infos[-1].header_offset
-            hi = min(e for e in ends if e > last)  # the last record ends before the next header (or the directory)
-            base = infos[0].header_offset
-            view = read_range(fd, base, hi - base, self.where)
+            # the last record ends before the next header (or the central directory); nothing is read past the
+            # file's end, whatever offsets a forged directory claims
+            later = [i.header_offset for i in self.zf.infolist() if i.header_offset > last]
+            hi = min([size, getattr(self.zf, "start_dir", size), *later])
+            base = min(max(infos[0].header_offset, 0), size)
+            view = read_range(fd, base, max(hi - base, 0), self.where)
         n = len(view)
         for info in infos:
             what = info.filename[len(self.prefix) :]
             off = info.header_offset - base
-            head = view[off : off + 30].tobytes()
+            head = view[off : off + 30].tobytes() if off >= 0 else b""
             if len(head) < 30 or head[:4] != b"PK\x03\x04":
                 raise CheckpointError(f"{self.where}: the zip header of record '{what}' is damaged")
             k, m = int.from_bytes(head[26:28], "little"), int.from_bytes(head[28:30], "little")
