@@ -27,6 +27,7 @@ __all__ = ["put"]
 
 _fast = {"ok": _xc is not None and hasattr(_xc, "batched_device_put")}
 _shardings: dict = {}
+_avals: dict = {}
 
 
 def put(arr: np.ndarray, target: Any):
@@ -36,9 +37,15 @@ def put(arr: np.ndarray, target: Any):
         if s is None:
             s = _shardings[target] = SingleDeviceSharding(target)
         try:
-            # what shaped_abstractify does for a numpy array: a valid dtype, canonical for the x64 mode
+            # what shaped_abstractify does for a numpy array: a valid dtype, canonical for the x64 mode; the
+            # (immutable) aval is shared by arrays of one shape and dtype (a ResNet has ~60 shapes in 320 tensors)
             _jdtypes.check_valid_dtype(arr.dtype)  # type: ignore[union-attr]
-            aval = _jcore.ShapedArray(arr.shape, _jdtypes.canonicalize_dtype(arr.dtype), sharding=None)  # type: ignore[union-attr]
+            key = (arr.shape, _jdtypes.canonicalize_dtype(arr.dtype))  # type: ignore[union-attr]
+            aval = _avals.get(key)
+            if aval is None:
+                if len(_avals) > 4096:
+                    _avals.clear()
+                aval = _avals[key] = _jcore.ShapedArray(key[0], key[1], sharding=None)  # type: ignore[union-attr]
             return _xc.batched_device_put(aval, s, [arr], [target], True)  # type: ignore[union-attr]
         except Exception:
             _fast["ok"] = False
