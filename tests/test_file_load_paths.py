@@ -8,6 +8,7 @@ import json
 import struct
 import zipfile
 
+import jax
 import numpy as np
 import pytest
 import safetensors
@@ -18,6 +19,7 @@ import torch
 import lazyflow as lf
 from lazyflow._core.errors import CheckpointError
 from lazyflow.checkpoint import _arena
+from lazyflow.checkpoint._torch_format import make_value
 
 SIZES = [0, 1, 3, 17, 64, 65, 1000, 4096 + 5]
 
@@ -207,3 +209,11 @@ def test_forged_directory_offsets_read_nothing_past_the_file(tmp_path, mmap):
     (tmp_path / "f.pt").write_bytes(bytes(raw))
     with pytest.raises(CheckpointError, match="f.pt"):
         lf.load(tmp_path / "f.pt", mmap=mmap)
+
+
+def test_make_value_takes_any_byte_order():
+    """A loaded array in big-endian order becomes a Tensor of the same values (a native copy), not a numpy array."""
+    src = np.arange(6, dtype=">f4").reshape(2, 3)
+    got = make_value(src, lambda: jax.devices("cpu")[0], "x", "y")
+    assert isinstance(got, lf.Tensor) and got.dtype is lf.float32
+    np.testing.assert_array_equal(got.numpy(), np.arange(6, dtype=np.float32).reshape(2, 3))
