@@ -50,7 +50,8 @@ def pair(ours, peer, repeat: int) -> tuple[float, ...]:
     """Medians of ``ours`` and ``peer`` timed alternately (one of each per round, after a warm-up of each), and
     the median of the per-round ratios: the shared machine's noise hits both contenders alike. Wall time, then
     the process's CPU time (``time.process_time``: all threads; far less noisy on a shared machine)."""
-    ours(), peer()
+    ours()  # warm-up: the file in the page cache for both
+    peer()
     a, b, ca, cb = [], [], [], []
     for _ in range(repeat):
         for fn, out, cpu in ((ours, a, ca), (peer, b, cb)):
@@ -72,7 +73,8 @@ def lf_load(path, **kw):
     return out
 
 
-def run(repeat: int) -> dict:
+def measure(repeat: int) -> dict:
+    """``{"params", "mb", "pth", "pth_mmap", "st"}``: each file kind's :func:`pair` against its peer."""
     sd = state_dict()
     n_params = sum(v.numel() for v in sd.values())
     with tempfile.TemporaryDirectory() as d:
@@ -95,17 +97,40 @@ def run(repeat: int) -> dict:
     return res
 
 
+PEERS = {
+    "pth": (".pth", "torch.load(weights_only=True)"),
+    "pth_mmap": (".pth mmap=True", "torch.load(weights_only=True, mmap=True)"),
+    "st": (".safetensors", "safetensors.numpy.load_file"),
+}
+
+
+def run(quick: bool = False) -> list[dict]:
+    """The suite's rows (``python -m benchmarks``): wall and CPU medians per file kind, goal <= 1.0x (issue 13)."""
+    r = measure(3 if quick else 7)
+    rows = []
+    for k, (f, peer) in PEERS.items():
+        for what, lo in (("wall", 0), ("CPU", 3)):
+            rows.append(
+                {
+                    "case": f"lf.load ResNet-50 {f} ({what} time)",
+                    "versus": peer,
+                    "lf": r[k][lo],
+                    "ref": r[k][lo + 1],
+                    "target": 1.0,
+                    "target_text": "<= 1.00x (#13)",
+                    "note": f"median of per-round ratios {r[k][lo + 2]:.2f}x",
+                }
+            )
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
-    r = run(args.repeat)
+    r = measure(args.repeat)
     ms = lambda s: f"{s * 1e3:.1f} ms"
-    peers = {
-        "pth": (".pth", "torch.load(weights_only=True)"),
-        "pth_mmap": (".pth mmap=True", "torch.load(weights_only=True, mmap=True)"),
-        "st": (".safetensors", "safetensors.numpy.load_file"),
-    }
+    peers = PEERS
     rows = [
         (f, p, ms(r[k][0]), ms(r[k][1]), f"{r[k][2]:.2f}x", ms(r[k][3]), ms(r[k][4]), f"{r[k][5]:.2f}x")
         for k, (f, p) in peers.items()
