@@ -7,6 +7,7 @@ import gc
 import json
 import struct
 import zipfile
+import zlib
 
 import jax
 import numpy as np
@@ -18,7 +19,7 @@ import torch
 
 import lazyflow as lf
 from lazyflow._core.errors import CheckpointError
-from lazyflow.checkpoint import _arena
+from lazyflow.checkpoint import _arena, _crc
 from lazyflow.checkpoint._torch_format import make_value
 
 SIZES = [0, 1, 3, 17, 64, 65, 1000, 4096 + 5]
@@ -217,3 +218,18 @@ def test_make_value_takes_any_byte_order():
     got = make_value(src, lambda: jax.devices("cpu")[0], "x", "y")
     assert isinstance(got, lf.Tensor) and got.dtype is lf.float32
     np.testing.assert_array_equal(got.numpy(), np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
+def test_without_zlib_ng_the_checksums_run_in_threads_and_still_refuse(tmp_path, monkeypatch):
+    """The fast-load extra is optional: with the standard library's crc32 (pooled) a flipped byte still raises."""
+    monkeypatch.setattr(_crc, "FAST", False)
+    monkeypatch.setattr(_crc, "crc32", zlib.crc32)
+    src = {"w": torch.randn(5000), "v": torch.arange(10)}
+    torch.save(src, tmp_path / "c.pt")
+    got = lf.load(tmp_path / "c.pt")
+    np.testing.assert_array_equal(got["w"].numpy(), src["w"].numpy())
+    raw = bytearray((tmp_path / "c.pt").read_bytes())
+    raw[raw.find(src["w"].numpy().tobytes()[:64]) + 100] ^= 0x10
+    (tmp_path / "f.pt").write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="record 'data/0'.*CRC-32 does not match"):
+        lf.load(tmp_path / "f.pt")
