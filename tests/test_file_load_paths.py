@@ -233,3 +233,20 @@ def test_without_zlib_ng_the_checksums_run_in_threads_and_still_refuse(tmp_path,
     (tmp_path / "f.pt").write_bytes(bytes(raw))
     with pytest.raises(CheckpointError, match="record 'data/0'.*CRC-32 does not match"):
         lf.load(tmp_path / "f.pt")
+
+
+def test_a_record_stored_twice_loads_the_entry_zipfile_reads(tmp_path):
+    """A zip may hold one name twice; the one read takes the entry Python's zipfile resolves the name to."""
+    torch.save({"w": torch.arange(16.0)}, tmp_path / "c.pt")
+    with zipfile.ZipFile(tmp_path / "c.pt") as a:
+        members = [(i.filename, a.read(i)) for i in a.infolist()]
+    data0 = next(n for n, _ in members if n.endswith("/data/0"))
+    with pytest.warns(UserWarning, match="Duplicate name"), zipfile.ZipFile(tmp_path / "d.pt", "w") as b:
+        for name, data in members:
+            if name == data0:
+                b.writestr(name, np.full(16, 7.0, np.float32).tobytes())  # an earlier entry of the same name
+            b.writestr(name, data)
+    with zipfile.ZipFile(tmp_path / "d.pt") as z:
+        want = np.frombuffer(z.read(data0), np.float32)
+    for mmap in (False, True):
+        np.testing.assert_array_equal(lf.load(tmp_path / "d.pt", mmap=mmap)["w"].numpy(), want)

@@ -243,6 +243,7 @@ class _TorchReader:
             if i.filename.startswith(self.prefix + "data/")
             and i.compress_type == zipfile.ZIP_STORED
             and not i.flag_bits & 0x1
+            and self.zf.getinfo(i.filename) is i  # a name stored twice: the entry zipfile itself would read
         ]
         if not infos:
             return
