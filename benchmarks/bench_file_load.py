@@ -4,10 +4,12 @@ float32, random weights, torchvision's parameter and buffer shapes) as
 * ``.pth`` written by ``torch.save``: ``lf.load`` vs ``torch.load(weights_only=True)``, both also with ``mmap=True``;
 * ``.safetensors`` written by ``safetensors.torch``: ``lf.load`` vs ``safetensors.numpy.load_file``.
 
-Run: ``python -m benchmarks.bench_file_load [--repeat N]``. Each number is the median of N loads (after one warm-up
-load, so the file is in the page cache for every contender); the ratios compare numbers taken side by side in this
-process. ``lf.load`` returns lazyflow Tensors (jax arrays, ready: ``block_until_ready``), checks zip's CRC-32 of each
-record and runs the weights_only allowlist; torch.load returns torch tensors; load_file returns numpy arrays.
+Run: ``python -m benchmarks.bench_file_load [--repeat N]``. Each number is the median of N rounds, each round one
+load by lazyflow then one by the peer (after one warm-up load of each, so the file is in the page cache for every
+contender); the ratios are medians of the per-round ratios, in wall time and in CPU time (``time.process_time``).
+``lf.load`` returns lazyflow Tensors (jax arrays, ready: ``block_until_ready``), checks zip's CRC-32 of each record
+(not with ``mmap=True``) and runs the weights_only allowlist; torch.load returns torch tensors (no CRC check);
+load_file returns numpy arrays.
 """
 
 from __future__ import annotations
@@ -44,17 +46,25 @@ def state_dict() -> OrderedDict:
     return sd
 
 
-def pair(ours, peer, repeat: int) -> tuple[float, float, float]:
+def pair(ours, peer, repeat: int) -> tuple[float, ...]:
     """Medians of ``ours`` and ``peer`` timed alternately (one of each per round, after a warm-up of each), and
-    the median of the per-round ratios: the shared machine's noise hits both contenders alike."""
-    ours(), peer()
-    a, b = [], []
+    the median of the per-round ratios: the shared machine's noise hits both contenders alike. Wall time, then
+    the process's CPU time (``time.process_time``: all threads; far less noisy on a shared machine)."""
+    ours()  # warm-up: the file in the page cache for both
+    peer()
+    a, b, ca, cb = [], [], [], []
     for _ in range(repeat):
-        for fn, out in ((ours, a), (peer, b)):
-            t0 = time.perf_counter()
-            fn()
+        for fn, out, cpu in ((ours, a, ca), (peer, b, cb)):
+            t0, c0 = time.perf_counter(), time.process_time()
+            got = fn()
             out.append(time.perf_counter() - t0)
-    return statistics.median(a), statistics.median(b), statistics.median(x / y for x, y in zip(a, b))
+            cpu.append(time.process_time() - c0)
+            del got  # freed outside the timed span, for both contenders
+    med = statistics.median
+    return (
+        *(med(a), med(b), med(x / y for x, y in zip(a, b))),
+        *(med(ca), med(cb), med(x / y for x, y in zip(ca, cb))),
+    )
 
 
 def lf_load(path, **kw):
@@ -63,7 +73,8 @@ def lf_load(path, **kw):
     return out
 
 
-def run(repeat: int) -> dict:
+def measure(repeat: int) -> dict:
+    """``{"params", "mb", "pth", "pth_mmap", "st"}``: each file kind's :func:`pair` against its peer."""
     sd = state_dict()
     n_params = sum(v.numel() for v in sd.values())
     with tempfile.TemporaryDirectory() as d:
@@ -86,20 +97,47 @@ def run(repeat: int) -> dict:
     return res
 
 
+PEERS = {
+    "pth": (".pth", "torch.load(weights_only=True)"),
+    "pth_mmap": (".pth mmap=True", "torch.load(weights_only=True, mmap=True)"),
+    "st": (".safetensors", "safetensors.numpy.load_file"),
+}
+
+
+def run(quick: bool = False) -> list[dict]:
+    """The suite's rows (``python -m benchmarks``): wall and CPU medians per file kind, goal <= 1.0x (issue 13)."""
+    r = measure(3 if quick else 7)
+    rows = []
+    for k, (f, peer) in PEERS.items():
+        for what, lo in (("wall", 0), ("CPU", 3)):
+            rows.append(
+                {
+                    "case": f"lf.load ResNet-50 {f} ({what} time)",
+                    "versus": peer,
+                    "lf": r[k][lo],
+                    "ref": r[k][lo + 1],
+                    "target": 1.0,
+                    "target_text": "<= 1.00x (#13)",
+                    "note": f"median of per-round ratios {r[k][lo + 2]:.2f}x",
+                }
+            )
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
-    r = run(args.repeat)
+    r = measure(args.repeat)
     ms = lambda s: f"{s * 1e3:.1f} ms"
-    peers = {
-        "pth": (".pth", "torch.load(weights_only=True)"),
-        "pth_mmap": (".pth mmap=True", "torch.load(weights_only=True, mmap=True)"),
-        "st": (".safetensors", "safetensors.numpy.load_file"),
-    }
-    rows = [(f, p, ms(r[k][0]), ms(r[k][1]), f"{r[k][2]:.2f}x") for k, (f, p) in peers.items()]
+    peers = PEERS
+    rows = [
+        (f, p, ms(r[k][0]), ms(r[k][1]), f"{r[k][2]:.2f}x", ms(r[k][3]), ms(r[k][4]), f"{r[k][5]:.2f}x")
+        for k, (f, p) in peers.items()
+    ]
     print(f"ResNet-50 state dict: {r['params'] / 1e6:.1f}M parameters, {r['mb']:.0f} MB; medians of {args.repeat}")
-    print(table(rows, ("file", "peer", "lf.load", "peer", "median ratio (lower is better)")))
+    head = ("file", "peer", "lf.load", "peer", "ratio (wall)", "lf.load CPU", "peer CPU", "ratio (CPU)")
+    print(table(rows, head))
 
 
 if __name__ == "__main__":

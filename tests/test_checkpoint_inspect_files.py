@@ -196,7 +196,7 @@ def test_put_falls_back_to_device_put(monkeypatch):
         def batched_device_put(*a, **k):
             raise AttributeError("moved")
 
-    monkeypatch.setattr(_put, "_pxla", Broken)
+    monkeypatch.setattr(_put, "_xc", Broken)
     monkeypatch.setitem(_put._fast, "ok", True)
     got = _put.put(np.arange(3.0), jax.devices()[0])
     np.testing.assert_array_equal(np.asarray(got), [0.0, 1.0, 2.0])

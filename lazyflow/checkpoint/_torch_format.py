@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 import re
 import zipfile
 from collections.abc import Callable
@@ -33,10 +34,11 @@ from ..nn.parameter import Parameter
 from . import _allowlist as A
 from . import _crc
 from . import _safe_unpickler as U
+from ._arena import aligned, read_range
 from ._load import _resolve_device
 from ._put import put
 
-__all__ = ["STORAGE_DTYPES", "TORCH_DTYPES", "load_torch", "find_archive", "placement", "make_value", "aligned"]
+__all__ = ["STORAGE_DTYPES", "TORCH_DTYPES", "load_torch", "find_archive", "placement", "make_value"]
 
 # torch's storage class name -> numpy dtype (bfloat16 and the float8s from ml_dtypes, which jax ships)
 STORAGE_DTYPES: dict[str, np.dtype] = {
@@ -78,6 +80,7 @@ TORCH_DTYPES: dict[str, np.dtype] = {
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
 _LF_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+_LF_NP = {np.dtype(TORCH_DTYPES[n]): D.to_dtype(n) for n in _LF_DTYPES}  # native numpy dtype -> lazyflow dtype
 _MAX_DIM = 1 << 48  # sizes, strides and offsets beyond this are forged (no storage holds 2**48 elements)
 _MAX_EXPAND = 1 << 30  # the most bytes a view may materialise beyond its storage's own size (stride-0 expands)
 _DIRECT_MIN = 1 << 16  # records this big are read into aligned buffers (smaller ones: zipfile's read)
@@ -90,13 +93,6 @@ def _contiguous(size) -> tuple[int, ...]:
         out.append(acc)
         acc *= n
     return tuple(reversed(out))
-
-
-def aligned(n: int) -> np.ndarray:
-    """An uninitialised uint8 buffer of ``n`` bytes starting at a 64-byte boundary."""
-    raw = np.empty(n + 64, np.uint8)
-    off = -raw.ctypes.data % 64
-    return raw[off : off + n]
 
 
 _KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a storage record's key: torch writes "0", "1", ...
@@ -167,10 +163,14 @@ def placement(map_location, location: str, dtype: np.dtype, nbytes: int, where: 
 def make_value(arr: np.ndarray, place: Callable[[], Any], where: str, what: str, requires_grad: bool = False):
     """A loaded array as a lazyflow Tensor on ``place()`` (``arr`` is the load's own memory, or a read-only map
     with ``mmap=True``); dtypes lazyflow lacks (complex, uint16/32/64) stay numpy arrays of their own."""
-    if arr.dtype.name not in _LF_DTYPES:
+    lf_dtype = _LF_NP.get(arr.dtype)
+    if lf_dtype is None and arr.dtype.name in _LF_DTYPES:  # a non-native byte order: a native copy
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+        lf_dtype = _LF_NP.get(arr.dtype)
+    if lf_dtype is None:
         return np.array(arr)
     try:
-        D.to_dtype(arr.dtype).to_jax()
+        lf_dtype.to_jax()  # raises for a 64-bit dtype while JAX's x64 mode is off
         value = put(arr, place())
     except LazyflowError as e:
         raise CheckpointError(f"{where}: {what}: {e}") from e
@@ -199,9 +199,10 @@ class _TorchReader:
         self.prefix = find_archive(zf, where)
         self.names = set(zf.namelist())
         self.storages: dict[str, _Storage] = {}
-        self.places: dict[str, Any] = {}
+        self.places: dict[Any, Any] = {}
         self.crcs: list[tuple[str, int, Any]] = []
         self.mapped: np.ndarray | None = None
+        self.records: dict[str, np.ndarray] = {}  # data records read (or mapped) up front, by member name
         order = self._text("byteorder", "little")
         if order not in ("little", "big"):
             raise CheckpointError(f"{where}: byteorder record says {order!r}, expected 'little' or 'big'")
@@ -230,10 +231,70 @@ class _TorchReader:
             raise CheckpointError(f"{self.where}: record '{what}' runs past the end of the file (truncated)")
         return start
 
+    def _prefetch(self) -> None:
+        """Every stored data record at once, as slices of one buffer: with mmap the file's map; else one read of
+        the file's span of records into memory whose address matches the file offset modulo 64, so records torch
+        aligned to 64 bytes arrive aligned (a CPU device_put wraps them without a copy; the tensors of one load
+        then share that buffer). Each record's local zip header is checked from memory and, without mmap, its
+        CRC-32 computed (checked by :meth:`verify`). File objects (BytesIO) keep the per-record reads."""
+        infos = [
+            i
+            for i in self.zf.infolist()
+            if i.filename.startswith(self.prefix + "data/")
+            and i.compress_type == zipfile.ZIP_STORED
+            and not i.flag_bits & 0x1
+            and self.zf.getinfo(i.filename) is i  # a name stored twice: the entry zipfile itself would read
+        ]
+        if not infos:
+            return
+        if self.mmap_path is not None:
+            if self.mapped is None:
+                self.mapped = np.memmap(self.mmap_path, np.uint8, "r")
+            view, base = self.mapped.view(np.ndarray), 0  # plain slices (a memmap's cost numpy calls per slice)
+        else:
+            try:
+                fd = self.zf.fp.fileno()  # type: ignore[union-attr]
+            except (AttributeError, OSError, ValueError):  # io.BytesIO: no descriptor
+                return
+            infos.sort(key=lambda i: i.header_offset)
+            size = os.fstat(fd).st_size
+            last = infos[-1].header_offset
+            # the last record ends before the next header (or the central directory); nothing is read past the
+            # file's end, whatever offsets a forged directory claims
+            later = [i.header_offset for i in self.zf.infolist() if i.header_offset > last]
+            hi = min([size, getattr(self.zf, "start_dir", size), *later])
+            base = min(max(infos[0].header_offset, 0), size)
+            view = read_range(fd, base, max(hi - base, 0), self.where)
+        n = len(view)
+        for info in infos:
+            what = info.filename[len(self.prefix) :]
+            off = info.header_offset - base
+            head = view[off : off + 30].tobytes() if off >= 0 else b""
+            if len(head) < 30 or head[:4] != b"PK\x03\x04":
+                raise CheckpointError(f"{self.where}: the zip header of record '{what}' is damaged")
+            k, m = int.from_bytes(head[26:28], "little"), int.from_bytes(head[28:30], "little")
+            if view[off + 30 : off + 30 + k].tobytes() != info.orig_filename.encode("utf-8"):
+                raise CheckpointError(f"{self.where}: the zip header of record '{what}' names another record (damaged)")
+            start = off + 30 + k + m
+            if start + info.file_size > n:
+                raise CheckpointError(f"{self.where}: record '{what}' runs past the end of the file (truncated)")
+            rec = view[start : start + info.file_size]
+            if self.mmap_path is None:
+                job = (
+                    _crc.done(_crc.crc32(rec))  # pyright: ignore[reportArgumentType]
+                    if _crc.FAST  # zlib-ng's crc32 runs at several GB/s: inline is cheaper than waking a thread
+                    else _crc.executor().submit(_crc.crc32, rec)
+                )
+                self.crcs.append((what, info.CRC, job))
+            self.records[info.filename] = rec
+
     def _read(self, member: str, what: str) -> np.ndarray:
         """A record's bytes: with mmap a read-only map of the file's stored bytes; else our own copy, for a stored
         record read straight into a 64-byte-aligned buffer (a CPU device_put then wraps it without a copy) whose
         CRC-32 is checked in the checksum threads (:meth:`verify` waits for them)."""
+        hit = self.records.get(member)
+        if hit is not None:
+            return hit
         info = self.zf.getinfo(member)
         stored = info.compress_type == zipfile.ZIP_STORED and not info.flag_bits & 0x1
         if self.mmap_path is not None and member.startswith(self.prefix + "data/"):
@@ -311,9 +372,13 @@ class _TorchReader:
         return st
 
     def _place(self, st: _Storage):
-        hit = self.places.get(st.key)
+        # a map_location function is asked once per storage (as torch does); anything else depends on the saved
+        # location only
+        ml = self.map_location
+        key = st.key if callable(ml) and not isinstance(ml, (Device, jax.Device)) else ("location", st.location)
+        hit = self.places.get(key)
         if hit is None:
-            hit = self.places[st.key] = self._placement(st)
+            hit = self.places[key] = self._placement(st)
         return hit
 
     def _placement(self, st: _Storage):
@@ -434,6 +499,7 @@ class _TorchReader:
     def load(self) -> Any:
         pkl = self._read(self.prefix + "data.pkl", "data.pkl").tobytes()
         try:
+            self._prefetch()
             out = U.SafeUnpickler(
                 pkl, self.persistent_load, self.where, allow_globals=True, profile=self.profile()
             ).load()
