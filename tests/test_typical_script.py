@@ -10,6 +10,7 @@ with its four import lines changed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -81,3 +82,19 @@ def test_unpicklable_global_read_by_a_worker_names_itself(tmp_path):
     assert "99 batch [[0.0], [3.0]]" in r.stdout and "99 batch [[6.0], [9.0]]" in r.stdout, r.stdout
     assert "1 ERROR WorkerGlobalError" in r.stdout, r.stdout
     assert "global 'LOCK' could not be sent" in r.stdout and "main guard" in r.stdout, r.stdout
+
+
+def test_worker_image_rebuilds_the_ways_scripts_set_up_globals(tmp_path):
+    """Globals set in a `with` block, an optional import, an import under `if`, a dataclass, a class attribute
+    read at definition time, an instance of a script class: the workers see them as the script does (the
+    expected batches are computed here from the same formula, not by lazyflow)."""
+    script = tmp_path / "patterns.py"
+    script.write_text(open(os.path.join(HERE, "patterns.py")).read())
+    vocab = ["a", "b", "c", "d", "e"]
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab))
+    r = _run(str(script), str(tmp_path / "vocab.json"), str(tmp_path / "marker"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(next(x for x in r.stdout.splitlines() if x.startswith("RESULT"))[len("RESULT ") :])
+    values = [i * 2 + 0.5 + 20 for i in range(len(vocab))]
+    assert got == [values[0:2], values[2:4], values[4:5]]
+    assert len((tmp_path / "marker").read_text().split()) == 1

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
 import pickle
 import sys
 import types
@@ -47,6 +48,7 @@ class MainImage:
     # per top-level statement kept, in file order: ("code", index into the parsed body) or ("value", name)
     steps: list[tuple[str, object]] = field(default_factory=list)
     values: dict[str, bytes] = field(default_factory=dict)
+    modules: dict[str, str] = field(default_factory=dict)  # name -> module imported by name in the worker
     unsent: dict[str, str] = field(default_factory=dict)  # name -> why it could not be pickled
 
 
@@ -62,46 +64,70 @@ def _names_read(nodes) -> set[str]:
 
 
 def _bound(node) -> list[str]:
-    """The module-level names an assignment statement binds (plain names only)."""
-    if isinstance(node, ast.Assign):
-        targets = node.targets
-    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-        targets = [node.target]
-    else:
-        return []
-    out = []
-    for t in targets:
-        for n in ast.walk(t):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                out.append(n.id)
+    """The module-level names a top-level statement binds, in order (assignments, loop and ``with`` targets,
+    imports and definitions nested in ``if``/``try``/``with``/``for`` blocks; not names local to a def/class)."""
+    out: list[str] = []
+
+    def visit(n):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append(n.name)  # its body is another scope
+            return
+        if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.append(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out.extend((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
+        for child in ast.iter_child_nodes(n):
+            visit(child)
+
+    visit(node)
     return out
+
+
+def _only_definitions(node) -> bool:
+    """A ``try`` block of imports and definitions (``try: import wandb / except ImportError: wandb = None``)."""
+    if isinstance(node, _KEPT) or isinstance(node, ast.Pass):
+        return True
+    if isinstance(node, ast.Assign):  # a constant fallback value
+        return isinstance(node.value, ast.Constant)
+    if isinstance(node, ast.Try):
+        parts = [*node.body, *node.orelse, *node.finalbody, *(s for h in node.handlers for s in h.body)]
+        return all(_only_definitions(s) for s in parts)
+    return False
+
+
+def _kept(node) -> bool:
+    return isinstance(node, _KEPT) or (isinstance(node, ast.Try) and _only_definitions(node))
 
 
 def build_image(main: types.ModuleType, source: str, path: str) -> MainImage:
     """The image of ``main`` (the running ``__main__``; ``source`` its file's text)."""
     body = ast.parse(source, path).body
-    kept = [node for node in body if isinstance(node, _KEPT)]
+    kept = [node for node in body if _kept(node)]
     defined: set[str] = set()
     for node in kept:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
-        else:
-            defined.add(node.name)
+        defined.update(_bound(node))
     wanted = _names_read(kept) - defined
     image = MainImage(path, source)
     placed: set[str] = set()
     g = vars(main)
     for i, node in enumerate(body):
-        if isinstance(node, _KEPT):
+        if _kept(node):
             image.steps.append(("code", i))
             continue
         for name in _bound(node):
-            # the value the script holds now, placed where the script assigns it (so a class statement further
-            # down that reads it at definition time finds it)
+            # the value the script holds now, placed where the script first binds it (so a class statement
+            # further down that reads it at definition time finds it)
             if name in wanted and name not in placed and name in g:
                 placed.add(name)
+                value = g[name]
+                if isinstance(value, types.ModuleType):  # `import x` under an `if`: imported again by name
+                    image.modules[name] = value.__name__
+                    image.steps.append(("module", name))
+                    continue
                 try:
-                    image.values[name] = pickle.dumps(g[name], protocol=pickle.HIGHEST_PROTOCOL)
+                    image.values[name] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
                     image.steps.append(("value", name))
                 except Exception as e:  # any pickling failure: a placeholder says why
                     image.unsent[name] = f"{type(e).__name__}: {e}"
@@ -150,6 +176,8 @@ def install(image: MainImage) -> types.ModuleType:
         if kind == "code":
             node = body[what]  # type: ignore[index]
             exec(compile(ast.Module(body=[node], type_ignores=[]), image.path, "exec"), ns)
+        elif kind == "module":
+            ns[what] = importlib.import_module(image.modules[what])  # type: ignore[index]
         else:
             try:
                 ns[what] = pickle.loads(image.values[what])  # type: ignore[index]
