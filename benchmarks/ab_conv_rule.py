@@ -4,7 +4,7 @@
 rotating each round) -- so a shared, noisy machine slows all three alike. Per-shape: one conv's jitted forward+backward,
 the op against its auto lowering's own VJP, interleaved the same way.
 
-Run: ``python -m benchmarks.ab_conv_rule [--rounds N] [--only small_cnn,resnet18_64,...] [--shapes]``.
+Run: ``python -m benchmarks.ab_conv_rule [--rounds N] [--only small_cnn,resnet18_64,...] [--shapes S,... [--dw-only]]``.
 Reports medians and the median of the per-round ratios on/off and on/torch. A standalone A/B tool (not a
 suite module: the suite's conv rows time the op itself, bench_conv.py).
 """
@@ -72,7 +72,7 @@ def bench_models(keys, rounds: int) -> list[dict]:
     return rows
 
 
-def bench_shapes(rounds: int, only=None) -> list[dict]:
+def bench_shapes(rounds: int, only=None, dw_only: bool = False) -> list[dict]:
     import jax
     import jax.numpy as jnp
     import torch
@@ -95,16 +95,17 @@ def bench_shapes(rounds: int, only=None) -> list[dict]:
         xj, wj = jnp.asarray(x), jnp.asarray(w)
         fns = {}
         for side, f in (("on", lambda x, w: op_fn(x, w, None)), ("off", lambda x, w: low(x, w, **kw))):
-            step = jax.jit(jax.value_and_grad(lambda x, w, f=f: (f(x, w) ** 2).sum(), (0, 1)))
+            # dw_only: a network's first conv, whose input needs no gradient
+            step = jax.jit(jax.value_and_grad(lambda x, w, f=f: (f(x, w) ** 2).sum(), (1,) if dw_only else (0, 1)))
             fns[side] = lambda step=step: jax.block_until_ready(step(xj, wj))
-        xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+        xt, wt = torch.tensor(x, requires_grad=not dw_only), torch.tensor(w, requires_grad=True)
 
         def torch_step(xt=xt, wt=wt, s=s, p=p):
             xt.grad = wt.grad = None
             (torch.nn.functional.conv2d(xt, wt, stride=s, padding=p) ** 2).sum().backward()
 
         fns["torch"] = torch_step
-        rows.append(_summary(name, _interleaved(fns, rounds)))
+        rows.append(_summary(name + (" (dw only)" if dw_only else ""), _interleaved(fns, rounds)))
     return rows
 
 
@@ -113,8 +114,9 @@ if __name__ == "__main__":
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--only", default="small_cnn,resnet18_64")
     ap.add_argument("--shapes", default="", help="comma list of bench_conv shape names, or 'all'")
+    ap.add_argument("--dw-only", action="store_true", help="per-shape: differentiate the weight only")
     a = ap.parse_args()
     if a.shapes:
-        bench_shapes(a.rounds, None if a.shapes == "all" else a.shapes.split(","))
+        bench_shapes(a.rounds, None if a.shapes == "all" else a.shapes.split(","), a.dw_only)
     if a.only:
         bench_models(a.only.split(","), a.rounds)

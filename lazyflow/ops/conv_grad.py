@@ -4,16 +4,12 @@ weight gradient computed without XLA's backprop-filter convolution.
 XLA:CPU runs the weight gradient of a convolution (the "backprop filter" convolution, whose kernel is the
 output's whole spatial extent) on one thread, and it collapses on large activations: the small CNN's 3x3
 32->64 conv at 32x32, batch 32, spent 520-750 ms there against ~160 ms for the same gradient as nine batched
-matmuls (benchmarks/bench_conv.py, BENCHMARKS.md "conv backward"). The two formulations here are plain dots
-over strided slices, so XLA runs them on its multi-threaded GEMM:
-
-* ``shift``: one batched matmul per kernel offset, ``dw[:, :, a, b] = sum_n dy[n] @ x_ab[n]^T`` where ``x_ab``
-  is the padded input sliced at that offset (with stride and dilation); nothing 9x the input is built.
-* ``im2col``: the patch matrix ``(N, C*kh*kw, P)`` and one batched matmul -- cheaper when ``C*kh*kw`` is small
-  (a 3-channel stem), where the per-offset dots are too thin to pay for themselves.
-
-Both batch over N (one matmul per sample, then a sum): a single dot contracting over N*P has an output of only
-O x C, which Eigen's GEMM does not split across threads.
+matmuls (benchmarks/ab_conv_rule.py, BENCHMARKS.md "the conv backward rule"). ``shift`` is plain dots over
+strided slices, so XLA runs it on its multi-threaded GEMM: one batched matmul per kernel offset,
+``dw[:, :, a, b] = sum_n dy[n] @ x_ab[n]^T`` where ``x_ab`` is the padded input sliced at that offset (with
+stride and dilation); nothing 9x the input is built. It batches over N (one matmul per sample, then a sum): a
+single dot contracting over N*P has an output of only O x C, which Eigen's GEMM does not split across threads.
+(An im2col form of dw -- patch matrix times dy -- was measured too and did not win; see BENCHMARKS.md.)
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from collections.abc import Iterator, Sequence
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["DW_FORMULATIONS", "conv_out_size", "dw_formulation", "dw_im2col", "dw_shift", "patches"]
+__all__ = ["DW_FORMULATIONS", "conv_out_size", "dw_formulation", "dw_shift", "patches"]
 
 
 def conv_out_size(size: int, k: int, s: int, lo: int, hi: int, d: int) -> int:
@@ -67,37 +63,20 @@ def dw_shift(x, dy, w_shape, *, stride, padding, dilation, groups):
     return dw.reshape(w_shape)
 
 
-def dw_im2col(x, dy, w_shape, *, stride, padding, dilation, groups):
-    """Weight gradient as the patch matrix times the output gradient, batched over samples."""
-    n, c = x.shape[:2]
-    o, g = w_shape[0], groups
-    kk = math.prod(w_shape[2:])
-    p = math.prod(dy.shape[2:])
-    cols, _ = patches(x, w_shape[2:], stride, padding, dilation)
-    cols = cols.reshape(n, g, (c // g) * kk, p)
-    dw = jnp.einsum("ngop,ngkp->ngok", dy.reshape(n, g, o // g, p), cols).sum(0)
-    return dw.reshape(w_shape)
-
-
-DW_FORMULATIONS = {"shift": dw_shift, "im2col": dw_im2col}
+DW_FORMULATIONS = {"shift": dw_shift}
 
 
 def dw_formulation(x_shape, w_shape, stride, padding: Sequence[tuple[int, int]], dilation, groups) -> str:
-    """How the weight gradient of an ``xla``-lowered convolution is computed: ``"xla"`` (XLA's backprop-filter
-    convolution), ``"shift"`` or ``"im2col"`` (measured with benchmarks/bench_conv.py on 2 shared CPU cores).
+    """How the weight gradient of an ``xla``-lowered convolution is computed: ``"shift"`` or ``"xla"`` (XLA's
+    backprop-filter convolution), from interleaved A/B rounds on 2 shared CPU cores (BENCHMARKS.md, session 6).
 
-    * ``im2col`` when a patch row is short (``C/g * prod(kernel) <= 256``: the 3-channel 7x7 stem, the small
-      CNN's first 3x3 conv): the patch matrix is small and one GEMM beats both others;
-    * ``shift`` when the output has at least 1024 positions (32x32 and larger): XLA's single-threaded filter
-      convolution is slowest exactly there (3x3 32->64 at 32x32, batch 32: ~160 against 520-750 ms);
-    * ``xla`` otherwise and for grouped convolutions (the formulations tie or XLA wins at 8x8..28x28).
+    ``shift`` when the output has at least 16384 positions over the batch (N * out_h * out_w) and the input at
+    least 16 channels per group: XLA's single-threaded filter convolution is slowest there (the small CNN's 3x3
+    32->64 at 32x32, batch 32: its whole Graph step took 0.53x the time). ``xla`` everywhere else: ResNet's
+    64@56 at batch 2 (6272 positions), the 3-channel stems and the im2col form of dw did not win consistently.
     """
     kernel = w_shape[2:]
-    if groups != 1:
-        return "xla"
     out = [conv_out_size(x_shape[2 + i], kernel[i], stride[i], *padding[i], dilation[i]) for i in range(len(kernel))]
-    if w_shape[1] * math.prod(kernel) <= 256:
-        return "im2col"
-    if math.prod(out) >= 1024:
+    if groups == 1 and w_shape[1] >= 16 and x_shape[0] * math.prod(out) >= 16384:
         return "shift"
     return "xla"
