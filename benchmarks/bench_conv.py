@@ -5,7 +5,8 @@ CNN (batch 32 at 32x32); then whole networks compiled with each lowering forced 
 Run: ``python -m benchmarks.bench_conv [--quick] [--only shapes,nets]``. Each lowering is timed as one jitted
 ``value_and_grad`` (what a compiled training step runs); ``auto`` is the per-shape choice the op makes.
 Rows: ``ratio = lazyflow / torch`` (below 1.00x lazyflow is faster). ``op`` is the conv op itself (the auto
-lowering plus its backward rule, whose weight gradient is chosen per shape: ``op's dw``); the lowering columns
+lowering plus its backward rule, whose weight gradient is chosen per shape: ``op's dw`` is ``shift`` or the
+lowering whose own VJP gives it); the lowering columns
 differentiate each lowering alone, so ``op`` against the ``auto picks`` column is the backward rule's effect.
 """
 
