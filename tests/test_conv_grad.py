@@ -50,8 +50,10 @@ def test_every_formulation_is_tested():
     assert set(conv_grad.DW_FORMULATIONS) == {"shift"}
 
 
+@pytest.mark.parametrize("per_sample_max", [1 << 20, 0], ids=["per-sample", "one-dot"])
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_dw_formulations_match_lax_vjp(case):
+def test_dw_formulations_match_lax_vjp(case, per_sample_max, monkeypatch):
+    monkeypatch.setattr(conv_grad, "_PER_SAMPLE_MAX", per_sample_max)  # both contractions of dw_shift
     xs, ws, stride, padding, dilation, groups = CASES[case]
     rng = np.random.default_rng(case)
     x = jnp.asarray(rng.standard_normal(xs), jnp.float32)

@@ -51,6 +51,12 @@ def patches(x, kernel, stride, padding: Sequence[tuple[int, int]], dilation):
     return (cols[0][:, :, None] if len(cols) == 1 else jnp.stack(cols, axis=2)), out
 
 
+# per-sample products (N x O/g x C/g per kernel offset) are kept only while this small; past it the O x C output
+# is large enough for the GEMM to split across threads itself, so one dot contracts over N and positions at once
+# (batch 256, 512 channels would otherwise hold 9 x 256 MB of per-sample products)
+_PER_SAMPLE_MAX = 1 << 20
+
+
 def dw_shift(x, dy, w_shape, *, stride, padding, dilation, groups):
     """Weight gradient as one batched matmul per kernel offset (see the module docstring)."""
     n, c = x.shape[:2]
@@ -58,9 +64,12 @@ def dw_shift(x, dy, w_shape, *, stride, padding, dilation, groups):
     p = math.prod(dy.shape[2:])
     d = dy.reshape(n, g, o // g, p)
     slices, _ = _offset_slices(x, w_shape[2:], stride, padding, dilation)
-    outs = [jnp.einsum("ngop,ngip->ngoi", d, s.reshape(n, g, c // g, p)) for s in slices]
-    dw = jnp.stack(outs, axis=-1).sum(0)  # (g, O/g, C/g, prod(kernel))
-    return dw.reshape(w_shape)
+    per_sample = n * (o // g) * (c // g) <= _PER_SAMPLE_MAX
+    spec = "ngop,ngip->ngoi" if per_sample else "ngop,ngip->goi"
+    dw = jnp.stack([jnp.einsum(spec, d, s.reshape(n, g, c // g, p)) for s in slices], axis=-1)
+    if per_sample:
+        dw = dw.sum(0)
+    return dw.reshape(w_shape)  # (g, O/g, C/g, prod(kernel)) -> (O, C/g, *kernel)
 
 
 DW_FORMULATIONS = {"shift": dw_shift}
