@@ -4,7 +4,10 @@ CNN (batch 32 at 32x32); then whole networks compiled with each lowering forced 
 
 Run: ``python -m benchmarks.bench_conv [--quick] [--only shapes,nets]``. Each lowering is timed as one jitted
 ``value_and_grad`` (what a compiled training step runs); ``auto`` is the per-shape choice the op makes.
-Rows: ``ratio = lazyflow / torch`` (below 1.00x lazyflow is faster).
+Rows: ``ratio = lazyflow / torch`` (below 1.00x lazyflow is faster). ``op`` is the conv op itself (the auto
+lowering plus its backward rule, whose weight gradient is chosen per shape: ``op's dw`` is ``shift`` or the
+lowering whose own VJP gives it); the lowering columns
+differentiate each lowering alone, so ``op`` against the ``auto picks`` column is the backward rule's effect.
 """
 
 from __future__ import annotations
@@ -60,8 +63,10 @@ def _shape_row(name, n, c, h, o, k, s, p, reps) -> dict:
     import jax.numpy as jnp
     import torch
 
-    import lazyflow  # noqa: F401  (process configuration)
+    import lazyflow as lf
+    from lazyflow.ops import conv_grad
     from lazyflow.ops import nn as opsnn
+    from lazyflow.ops.table import REGISTRY, specialize
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, c, h, h)).astype(np.float32)
@@ -75,16 +80,22 @@ def _shape_row(name, n, c, h, o, k, s, p, reps) -> dict:
     t_torch = _min_time(torch_step, reps)
     kw = dict(stride=(s, s), padding=((p, p), (p, p)), dilation=(1, 1), groups=1)
     chosen = opsnn.conv_lowering(x.shape, w.shape, (s, s), kw["padding"], (1, 1), 1)
+    dw_how = conv_grad.dw_formulation(x.shape, w.shape, **kw) if chosen == "xla" else chosen
     xj, wj = jnp.asarray(x), jnp.asarray(w)
+    impls = dict(opsnn.CONV_LOWERINGS)
+    # the conv op as every mode runs it: auto lowering plus its backward rule (dw per shape)
+    descs = ((x.shape, lf.float32, 0), (w.shape, lf.float32, 0), type(None))
+    op_fn = specialize(REGISTRY["conv"], (kw["stride"], kw["padding"], (1, 1), 1, "auto"), descs)
+    impls["op"] = lambda x, w, **_: op_fn(x, w, None)
     times = {}
-    for low, impl in opsnn.CONV_LOWERINGS.items():
+    for low, impl in impls.items():
 
         def loss(x, w, impl=impl):
             return (impl(x, w, **kw) ** 2).sum()
 
         step = jax.jit(jax.value_and_grad(loss, (0, 1)))
         times[low] = _min_time(lambda step=step: jax.block_until_ready(step(xj, wj)), reps)
-    return dict(shape=name, torch=t_torch, chosen=chosen, **times)
+    return dict(shape=name, torch=t_torch, chosen=chosen, dw=dw_how, **times)
 
 
 def bench_shapes(quick: bool) -> list[dict]:
@@ -146,21 +157,26 @@ def run(quick: bool = False, only: list[str] | None = None) -> list[dict]:
                         *(fmt_ms(r[lo]) for lo in lowers),
                         r["chosen"],
                         f"{r[r['chosen']] / r['torch']:.2f}x",
+                        fmt_ms(r["op"]),
+                        r["dw"],
+                        f"{r['op'] / r['torch']:.2f}x",
                     )
                     for r in rows
                 ],
-                ["shape", "torch", *lowers, "auto picks", "auto/torch"],
+                ["shape", "torch", *lowers, "auto picks", "auto/torch", "op", "op's dw", "op/torch"],
             )
         )
         for r in rows:
             best = min(lowers, key=lambda lo: r[lo])
             out.append(
                 dict(
-                    case=f"conv fwd+bwd {r['shape']} (auto={r['chosen']})",
+                    case=f"conv fwd+bwd {r['shape']} (auto={r['chosen']}, dw={r['dw']})",
                     versus="torch eager",
-                    lf=r[r["chosen"]],
+                    lf=r["op"],
                     ref=r["torch"],
-                    note=f"fastest lowering {best}: " + ", ".join(f"{lo} {r[lo] * 1e3:.1f} ms" for lo in lowers),
+                    note=f"fastest lowering {best}: "
+                    + ", ".join(f"{lo} {r[lo] * 1e3:.1f} ms" for lo in lowers)
+                    + f"; auto lowering's own VJP {r[r['chosen']] * 1e3:.1f} ms",
                 )
             )
     if not only or "nets" in only:

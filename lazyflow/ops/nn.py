@@ -4,14 +4,14 @@ Convolution chooses its lowering by shape at trace time (shapes are static), bec
 convolution is single-threaded and pathological for small spatial size with many channels (a 3x3
 512->512 conv on a 2x2 activation: ~570 ms forward+backward against ~8 ms for im2col + one dot). The
 lowerings are pure functions of the same signature, each checked against ``lax.conv_general_dilated``
-in tests; ``benchmarks/bench_conv.py`` measures them. The gradient of every lowering is ``jax.vjp`` of
-the lowering itself: im2col is built from strided slices, whose transpose is pad + add, so its backward is
-two dots and a col2im sum -- no convolution at all.
+in tests; ``benchmarks/bench_conv.py`` measures them. The input gradient is ``jax.vjp`` of the lowering
+itself: im2col is built from strided slices, whose transpose is pad + add, so its backward is two dots and a
+col2im sum -- no convolution at all. The weight gradient of an ``xla``-lowered convolution is chosen per shape
+as well (``conv_grad.dw_formulation``): XLA:CPU's backprop-filter convolution is single-threaded.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from functools import partial
@@ -22,17 +22,14 @@ import numpy as np
 from jax import lax
 
 from .._core.config import x64_enabled
+from .conv_grad import DW_FORMULATIONS, conv_out_size, dw_formulation
+from .conv_grad import patches as _patches
 from .random import key_of
 from .table import op
 
 __all__ = ["CONV_LOWERING", "CONV_LOWERINGS", "adaptive_bins", "conv_lowering", "conv_out_size", "pool_out_size"]
 
 _SPATIAL = {1: ("NCH", "OIH", "NCH"), 2: ("NCHW", "OIHW", "NCHW"), 3: ("NCDHW", "OIDHW", "NCDHW")}
-
-
-def conv_out_size(size: int, k: int, s: int, lo: int, hi: int, d: int) -> int:
-    """Output length of a convolution/pooling window along one dimension."""
-    return (size + lo + hi - d * (k - 1) - 1) // s + 1
 
 
 # ---------------------------------------------------------------- convolution lowerings
@@ -66,19 +63,6 @@ def _conv_xla_nhwc(x, w, *, stride, padding, dilation, groups):
         dimension_numbers=(f"N{sp}C", f"{sp}IO", f"N{sp}C"),
     )
     return jnp.moveaxis(y, -1, 1)
-
-
-def _patches(x, kernel, stride, padding: Sequence[tuple[int, int]], dilation):
-    """im2col from strided slices: ``(N, C, prod(kernel), *out_spatial)`` (C-major, then kernel offsets)."""
-    nd = len(kernel)
-    xp = jnp.pad(x, ((0, 0), (0, 0)) + tuple(padding)) if any(p != (0, 0) for p in padding) else x
-    out = tuple(conv_out_size(x.shape[2 + i], kernel[i], stride[i], *padding[i], dilation[i]) for i in range(nd))
-    cols = []
-    for offs in itertools.product(*(range(k) for k in kernel)):
-        start = (0, 0) + tuple(o * d for o, d in zip(offs, dilation))
-        limit = xp.shape[:2] + tuple(o * d + s * (n - 1) + 1 for o, d, s, n in zip(offs, dilation, stride, out))
-        cols.append(lax.slice(xp, start, limit, (1, 1) + tuple(stride)))
-    return (cols[0][:, :, None] if len(cols) == 1 else jnp.stack(cols, axis=2)), out
 
 
 def _conv_im2col(x, w, *, stride, padding, dilation, groups):
@@ -138,7 +122,25 @@ def conv_lowering(x_shape, w_shape, stride, padding: Sequence[tuple[int, int]], 
     return "xla"
 
 
-@op("conv", static=("stride", "padding", "dilation", "groups", "lowering"), dtypes="float")
+def _conv_bwd(xs, out, ct, *, stride, padding, dilation, groups, lowering):
+    """dx is the VJP of the forward lowering; dw avoids XLA's backprop-filter convolution where it is slow
+    (``conv_grad.dw_formulation``); a forced lowering differentiates that lowering alone (tests, benchmarks)."""
+    x, w, b = xs
+    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    name = conv_lowering(x.shape, w.shape, stride, padding, dilation, groups) if lowering == "auto" else lowering
+    impl = CONV_LOWERINGS[name]
+    # "xla" (and any forced lowering) keeps the lowering's own VJP for both gradients
+    dw_how = dw_formulation(x.shape, w.shape, **kw) if lowering == "auto" and name == "xla" else "xla"
+    if dw_how == "xla":
+        dx, dw = jax.vjp(lambda x, w: impl(x, w, **kw), x, w)[1](ct)
+    else:
+        dx = jax.vjp(lambda x: impl(x, w, **kw), x)[1](ct)[0]
+        dw = DW_FORMULATIONS[dw_how](x, ct, w.shape, **kw)
+    db = None if b is None else jnp.sum(ct, axis=(0,) + tuple(range(2, ct.ndim)))
+    return dx, dw, db
+
+
+@op("conv", static=("stride", "padding", "dilation", "groups", "lowering"), dtypes="float", bwd=_conv_bwd)
 def _conv(x, w, b, *, stride, padding, dilation, groups, lowering):
     """N-d convolution, NC<spatial> input, O I/g <kernel> weight, optional bias; padding as (lo, hi) pairs."""
     name = conv_lowering(x.shape, w.shape, stride, padding, dilation, groups) if lowering == "auto" else lowering
