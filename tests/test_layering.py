@@ -34,6 +34,7 @@ LAYERS = {
     "lazyflow._functional.indexing": 2.75,
     "lazyflow._functional.inplace": 2.76,
     "lazyflow._functional.compare": 2.77,  # isclose, allclose, equal, count_nonzero, queries
+    "lazyflow._functional.complex_parts": 2.7705,  # real/imag/view_as_real/complex/polar/angle/conj, Tensor.real
     "lazyflow._functional.combine": 2.775,  # meshgrid, combinations, block_diag, kron, diff, cdist
     "lazyflow._functional.search": 2.778,  # searchsorted, histc, unique, cummax, logcumsumexp
     "lazyflow._functional.special": 2.7781,  # acosh, lgamma, xlogy, hypot... and their in-place forms

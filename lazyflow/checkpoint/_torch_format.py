@@ -175,7 +175,7 @@ def make_value(arr: np.ndarray, place: Callable[[], Any], where: str, what: str,
     except LazyflowError as e:
         raise CheckpointError(f"{where}: {what}: {e}") from e
     t = _make(value)
-    if requires_grad and t.dtype.is_floating_point:
+    if requires_grad and t.dtype.is_inexact:
         t._rg = True
     return t
 
