@@ -92,9 +92,9 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
     """
     if dtype is not None:
         input = input.to(dtype)
-    if not input.dtype.is_floating_point:
+    if not input.dtype.is_inexact:
         raise DTypeError(
-            f"mean(): could not infer output dtype. Input dtype must be floating point, "
+            f"mean(): could not infer output dtype. Input dtype must be floating point or complex, "
             f"got {input.dtype}; pass dtype= or convert with .float()"
         )
     return _reduce("mean", input, dim, keepdim)
