@@ -65,7 +65,16 @@ def _complex(re, im):
     return lax.complex(re, im)
 
 
-@op("polar", dtypes=_parts_dtypes("polar"))
+def _polar_bwd(xs, out, g):
+    # torch's polar_backward (g here is the conjugate of torch's grad): d abs = Re(conj(grad) * sgn(out)), which is
+    # 0 where abs == 0 (the direction is lost there); d angle = Re(conj(grad) * out * 1j)
+    a = jnp.abs(out)
+    zero = a == 0
+    sgn = jnp.where(zero, jnp.zeros((), out.dtype), out / jnp.where(zero, jnp.ones((), a.dtype), a))
+    return jnp.real(g * sgn), jnp.real(g * out * 1j)
+
+
+@op("polar", dtypes=_parts_dtypes("polar"), bwd=_polar_bwd)
 def _polar(r, theta):
     r, theta = jnp.broadcast_arrays(r, theta)
     return lax.complex(r * jnp.cos(theta), r * jnp.sin(theta))
