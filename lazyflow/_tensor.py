@@ -275,7 +275,7 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if requires_grad and not self._meta[1].is_inexact:
-            raise DTypeError(f"only floating point tensors can require gradients, got {self.dtype}")
+            raise DTypeError(f"only floating point and complex tensors can require gradients, got {self.dtype}")
         if not requires_grad and self._node is not None:
             raise AutogradError("you can only change requires_grad flags of leaf variables")
         self._rg = bool(requires_grad)

@@ -77,7 +77,10 @@ TORCH_DTYPES: dict[str, np.dtype] = {
     "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
-_LF_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+_LF_DTYPES = {
+    *("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"),
+    *("complex64", "complex128"),
+}
 _MAX_DIM = 1 << 48  # sizes, strides and offsets beyond this are forged (no storage holds 2**48 elements)
 _MAX_EXPAND = 1 << 30  # the most bytes a view may materialise beyond its storage's own size (stride-0 expands)
 _DIRECT_MIN = 1 << 16  # records this big are read into aligned buffers (smaller ones: zipfile's read)
@@ -166,7 +169,7 @@ def placement(map_location, location: str, dtype: np.dtype, nbytes: int, where: 
 
 def make_value(arr: np.ndarray, place: Callable[[], Any], where: str, what: str, requires_grad: bool = False):
     """A loaded array as a lazyflow Tensor on ``place()`` (``arr`` is the load's own memory, or a read-only map
-    with ``mmap=True``); dtypes lazyflow lacks (complex, uint16/32/64) stay numpy arrays of their own."""
+    with ``mmap=True``); dtypes lazyflow lacks (uint16/32/64, float8) stay numpy arrays of their own."""
     if arr.dtype.name not in _LF_DTYPES:
         return np.array(arr)
     try:
