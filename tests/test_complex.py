@@ -286,7 +286,7 @@ def test_grad_under_compile_matches_torch():
 
 
 def test_complex_parameter_trains_in_nn_graph_like_torch():
-    loss = lambda m, w: (m.fft.fft(w).abs() ** 2).sum() + (w @ w.mT).real.sum()  # noqa: E731
+    loss = lambda m, w: (m.fft.fft(w).abs() ** 2).sum() + (w @ w.mT).real.sum()
 
     class P(lf.nn.Module):
         def __init__(self):
