@@ -81,6 +81,15 @@ def test_dtype_rules_match_torch():
         _same(lf.fft.irfft(lf.tensor(arr)), torch.fft.irfft(torch.tensor(arr)), 1e-6)
 
 
+def test_half_precision_inputs_compute_in_float32():
+    """README: torch's CPU build has no half-precision FFT; here float16/bfloat16 compute in float32."""
+    for d in (lf.float16, lf.bfloat16):
+        x = lf.tensor(X, dtype=d)
+        got = lf.fft.fft(x)
+        assert got.dtype is lf.complex64 and lf.fft.irfft(got).dtype is lf.float32
+        _same(got, torch.fft.fft(torch.tensor(X, dtype=torch.float16 if d is lf.float16 else torch.bfloat16).float()))
+
+
 def test_frequencies_and_shifts_match_torch():
     for n, d in ((1, 1.0), (5, 1.0), (8, 0.25)):
         _same(lf.fft.fftfreq(n, d), torch.fft.fftfreq(n, d), 1e-7)
