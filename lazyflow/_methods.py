@@ -399,7 +399,7 @@ class _ComplexFormatter:
     """torch's complex printing: the real and imaginary parts each get a :class:`_Formatter` of their own."""
 
     def __init__(self, a: np.ndarray):
-        self.re, self.im = _Formatter(a.real, True), _Formatter(a.imag, True)
+        self.re, self.im = _Formatter(np.real(a), True), _Formatter(np.imag(a), True)
         self.max_width = self.re.max_width + self.im.max_width + 1
 
     def format(self, v) -> str:

@@ -144,8 +144,11 @@ def _items(descs: Sequence[Any]) -> list:
     return items
 
 
+_COMPLEX = (D.complex64, D.complex128)
+
+
 def compute_dtypes(op_def: OpDef, descs, statics) -> list:
-    if op_def.real_only and builtins.any(type(d) is tuple and d[1].is_complex for d in descs):
+    if op_def.real_only and builtins.any(type(d) is tuple and d[1] in _COMPLEX for d in descs):
         got = ", ".join(d[1].name for d in descs if type(d) is tuple)
         raise DTypeError(
             f"{op_def.name} is not supported for complex tensors (as in torch: complex numbers have no order); got "
