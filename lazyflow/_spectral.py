@@ -58,13 +58,15 @@ def stft(
     normalized: bool = False,
     onesided: bool | None = None,
     return_complex: bool | None = None,
+    align_to_window: bool | None = None,
 ) -> Tensor:
     """The short-time Fourier transform of a ``[L]`` or ``[B, L]`` signal: ``[(B,) n_freq, n_frames]`` complex.
 
     Frames of ``n_fft`` samples ``hop_length`` apart (default ``n_fft // 4``) are multiplied by ``window`` (default
     all ones; of ``win_length``, centred in ``n_fft``) and transformed; ``center`` pads ``n_fft // 2`` on both sides
     with ``pad_mode``; ``onesided`` (default for real input and window) keeps ``n_fft // 2 + 1`` frequencies;
-    ``normalized`` scales by ``n_fft ** -0.5``.
+    ``normalized`` scales by ``n_fft ** -0.5``; ``align_to_window`` (only with ``center=False``) starts each frame
+    where its window starts (zero padding of ``(n_fft - win_length) // 2`` first), as torch.
 
     Raises:
         DTypeError: a real input without ``return_complex`` (torch requires it: pass ``return_complex=True``).
@@ -87,6 +89,8 @@ def stft(
             UserWarning,
             stacklevel=2,
         )
+    if center and align_to_window is not None:
+        raise ValueRangeError("stft align_to_window should only be set when center = false (as in torch)")
     if x.ndim not in (1, 2):
         raise ShapeError(f"stft: expected a 1D or 2D tensor, got shape {list(x.shape)}")
     hop, win = _lengths("stft", n_fft, hop_length, win_length)
@@ -98,6 +102,9 @@ def stft(
     if center:
         p = n_fft // 2
         x = pad(x.unsqueeze(1), (p, p), mode=pad_mode).squeeze(1)
+    elif align_to_window and win < n_fft:
+        left = (n_fft - win) // 2
+        x = pad(x, (left, n_fft - win - left))
     length = x.shape[-1]
     if not 0 < n_fft <= length:
         raise ValueRangeError(f"stft: expected 0 < n_fft <= {length} (the padded signal length), but got n_fft={n_fft}")
