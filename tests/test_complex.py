@@ -345,3 +345,17 @@ def test_complex_safetensors_round_trip_with_torch(tmp_path):
     back = st.load_file(tmp_path / "l.safetensors")["z"]
     assert back.dtype == torch.complex64
     np.testing.assert_array_equal(back.numpy(), _Z)
+
+
+def test_double_backward_through_complex_matches_torch():
+    c = np.array([1 + 2j, -0.5 + 0.3j, 2 - 1j], np.complex64)
+
+    def run(m):
+        z = m.tensor(c, requires_grad=True)
+        loss = (z * z.exp()).abs().sum() + (z**3).real.sum()
+        (g,) = m.autograd.grad(loss, z, create_graph=True)
+        ((g.abs() ** 2).sum() + (g * z).imag.sum()).backward()
+        return _np(g), _np(z.grad)
+
+    for a, b in zip(run(lf), run(torch)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
