@@ -359,3 +359,12 @@ def test_double_backward_through_complex_matches_torch():
 
     for a, b in zip(run(lf), run(torch)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * np.abs(b).max())
+
+
+def test_documented_gaps_refuse_clearly():
+    """README "Known differences": var/std of complex tensors and lf.func transforms of complex inputs are refused."""
+    z = lf.tensor(_Z)
+    with pytest.raises(lf.DTypeError):
+        z.var()
+    with pytest.raises(lf.OpError, match="complex64"):
+        lf.func.grad(lambda t: (t.abs() ** 2).sum())(z)
