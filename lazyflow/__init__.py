@@ -13,6 +13,10 @@ from ._core.dtypes import (
     DType,
     bfloat16,
     bool_,
+    cdouble,
+    cfloat,
+    complex64,
+    complex128,
     double,
     float,
     float16,
@@ -90,9 +94,10 @@ from ._creation import (
     zeros_like,
 )
 from ._functional import *
-from . import linalg
+from . import linalg, fft
 from ._linalg_top import *
 from ._runtime import *
+from ._spectral import istft, stft
 from ._methods import set_printoptions
 from ._legacy import (
     BFloat16Tensor,

@@ -107,7 +107,7 @@ def record(entry, args, res, multi):
         tuple(i for i, e in enumerate(edge) if e),
     )
     for i, t in enumerate(outs):
-        if t._meta[1].is_floating_point:
+        if t._meta[1].is_inexact:
             t._rg = True
             t._node = node
             t._oidx = i
@@ -168,8 +168,10 @@ def inplace_result(op, target, out, meta):
         raise ShapeError(
             f"{op.name}_: output with shape {list(target.shape)} doesn't match the broadcast shape {list(meta[0])}"
         )
-    if meta[1] is not target._meta[1]:
-        if target._meta[1].is_floating_point or not (meta[1].is_floating_point or target._meta[1].name == "bool"):
+    tgt, res = target._meta[1], meta[1]
+    if res is not tgt:
+        # torch's can_cast: a complex result never goes into a real target, a floating one never into an integer
+        if (tgt.is_inexact and (tgt.is_complex or not res.is_complex)) or not (res.is_inexact or tgt.name == "bool"):
             return out.astype(target._meta[1].np), (meta[0], target._meta[1], meta[2])
         raise DTypeError(
             f"{op.name}_: result type {meta[1].name} can't be cast to the desired output type {target.dtype.name}"

@@ -33,6 +33,8 @@ def infer_dtype(data):
         return D.default_int()
     if isinstance(data, builtins.float):
         return D.get_default_dtype()
+    if isinstance(data, builtins.complex):
+        return D.default_complex()
     if isinstance(data, (list, tuple)):
         kinds = set()
         stack = [data]
@@ -50,6 +52,8 @@ def infer_dtype(data):
                 kinds.add(D.default_int())
             elif isinstance(x, builtins.float):
                 kinds.add(D.get_default_dtype())
+            elif isinstance(x, builtins.complex):
+                kinds.add(D.default_complex())
             else:
                 raise DTypeError(f"tensor(): cannot convert an element of type {type(x).__name__} to a number")
         if not kinds:

@@ -14,9 +14,11 @@ from . import _creation as C
 from . import _functional as F
 from . import _linalg_top as LT
 from . import _runtime as RT
+from . import _spectral as SP
 from ._core import dtypes as D
 from ._core.context import state
 from ._core.errors import AutogradError, GraphError, ValueRangeError, user_frame
+from ._functional import complex_parts as CX
 from ._functional.elementwise import _UNARY
 from ._functional.inplace import _ip
 from ._indexing import getitem, setitem
@@ -31,7 +33,7 @@ for _n, _f in F.METHODS.items():
 for _n in LT.__all__:
     if _n not in LT.NOT_METHODS:
         setattr(Tensor, _n, getattr(LT, _n))
-for _n, _f in {**LT.METHOD_ONLY, **RT.METHODS}.items():
+for _n, _f in {**LT.METHOD_ONLY, **RT.METHODS, **CX.PROPERTIES, "stft": SP.stft, "istft": SP.istft}.items():
     setattr(Tensor, _n, _f)
 
 # in-place forms of elementwise ops (relu_, exp_, ...), one generic wrapper per op
@@ -393,6 +395,19 @@ class _Formatter:
         return (self.max_width - len(s)) * " " + s
 
 
+class _ComplexFormatter:
+    """torch's complex printing: the real and imaginary parts each get a :class:`_Formatter` of their own."""
+
+    def __init__(self, a: np.ndarray):
+        self.re, self.im = _Formatter(np.real(a), True), _Formatter(np.imag(a), True)
+        self.max_width = self.re.max_width + self.im.max_width + 1
+
+    def format(self, v) -> str:
+        v = builtins.complex(v)
+        im = (self.im.format(v.imag) + "j").lstrip()
+        return self.re.format(v.real) + (im if im[0] in "+-" else "+" + im)
+
+
 def _summarized(a: np.ndarray) -> np.ndarray:
     if a.ndim == 0:
         return a
@@ -465,15 +480,18 @@ def _repr(self: Tensor) -> str:
             suffixes.append(f"dtype={dt!r}")
         body = "[]"
     else:
-        if dt not in (D.get_default_dtype(), D.int64, D.bool_):
+        if dt not in (D.get_default_dtype(), D.int64, D.bool_, D.default_complex()):
             suffixes.append(f"dtype={dt!r}")
         a = np.asarray(self._value)
-        if not dt.is_floating_point and dt is not D.bool_:
+        if dt.is_complex:
+            a = a.astype(np.complex128)
+        elif not dt.is_floating_point and dt is not D.bool_:
             a = a.astype(np.int64)
         elif dt.is_floating_point:
             a = a.astype(np.float64)
         summarize = a.size > _THRESHOLD
-        fmt = _Formatter(_summarized(a) if summarize else a, dt.is_floating_point)
+        shown = _summarized(a) if summarize else a
+        fmt = _ComplexFormatter(shown) if dt.is_complex else _Formatter(shown, dt.is_floating_point)
         body = _array_str(a, indent, summarize, fmt)
     if self._node is not None:
         suffixes.append(f"grad_fn=<{self._node.name()}>")

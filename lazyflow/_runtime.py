@@ -7,8 +7,8 @@
 * ``get_num_threads``/``set_num_threads``: XLA owns its thread pool; the getter reports the CPU count (or the value
   last set), the setter records it.
 * Tensor queries: ``ndimension``, ``is_signed``, ``get_device``, ``stride`` (lazyflow tensors are dense and
-  row-major), ``is_conj``/``is_neg`` (always False: no lazy conjugation), ``conj``/``resolve_conj``/``resolve_neg``
-  (the tensor itself for lazyflow's real dtypes), ``conj_physical`` (a copy), ``apply_``/``map_`` (a Python callable
+  row-major), ``is_conj``/``is_neg`` (always False: ``conj`` conjugates at once, see ``_functional.complex``),
+  ``resolve_neg`` (the tensor itself), ``apply_``/``map_`` (a Python callable
   per element, on the host, as torch's CPU-only methods).
 """
 
@@ -40,8 +40,6 @@ __all__ = [
     "sym_not",
     "sym_sum",
     "wait",
-    "conj",
-    "conj_physical",
     "get_default_device",
     "get_deterministic_debug_mode",
     "get_num_threads",
@@ -50,7 +48,6 @@ __all__ = [
     "is_deterministic_algorithms_warn_only_enabled",
     "is_inference",
     "is_warn_always_enabled",
-    "resolve_conj",
     "resolve_neg",
     "set_default_device",
     "set_deterministic_debug_mode",
@@ -153,28 +150,13 @@ def set_default_device(device) -> None:
 
 
 def is_conj(input: Tensor) -> bool:
-    """False: lazyflow has no lazily conjugated tensors."""
+    """False: ``conj`` conjugates at once (JAX arrays carry no conjugate bit), so no tensor is lazily conjugated."""
     return False
 
 
 def is_inference(input: Tensor) -> bool:
     """False: ``lf.inference_mode`` is ``no_grad`` here and makes no inference tensors."""
     return False
-
-
-def conj(input: Tensor) -> Tensor:
-    """The complex conjugate: ``input`` itself for real dtypes (as torch returns for real tensors)."""
-    return input
-
-
-def conj_physical(input: Tensor) -> Tensor:
-    """The complex conjugate as a new tensor: a copy for real dtypes."""
-    return clone(input)
-
-
-def resolve_conj(input: Tensor) -> Tensor:
-    """``input``: there is no conjugate bit to resolve."""
-    return input
 
 
 def resolve_neg(input: Tensor) -> Tensor:
@@ -349,9 +331,5 @@ METHODS = {
     "is_conj": is_conj,
     "is_neg": is_conj,
     "is_inference": is_inference,
-    "conj": conj,
-    "conj_physical": conj_physical,
-    "conj_physical_": lambda self: self,
-    "resolve_conj": resolve_conj,
     "resolve_neg": resolve_neg,
 }

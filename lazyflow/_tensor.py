@@ -274,8 +274,8 @@ class Tensor:
         self.requires_grad_(flag)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        if requires_grad and not self._meta[1].is_floating_point:
-            raise DTypeError(f"only floating point tensors can require gradients, got {self.dtype}")
+        if requires_grad and not self._meta[1].is_inexact:
+            raise DTypeError(f"only floating point and complex tensors can require gradients, got {self.dtype}")
         if not requires_grad and self._node is not None:
             raise AutogradError("you can only change requires_grad flags of leaf variables")
         self._rg = bool(requires_grad)
@@ -389,7 +389,7 @@ class Tensor:
         return builtins.int(self.item())
 
     def __index__(self) -> int:
-        if self._meta[1].is_floating_point or self.numel() != 1:
+        if self._meta[1].is_inexact or self.numel() != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return builtins.int(self.item())
 
@@ -472,6 +472,12 @@ class Tensor:
     def half(self) -> Tensor:
         return self.to(D.float16)
 
+    def cfloat(self) -> Tensor:
+        return self.to(D.complex64)
+
+    def cdouble(self) -> Tensor:
+        return self.to(D.complex128)
+
     def bfloat16(self) -> Tensor:
         return self.to(D.bfloat16)
 
@@ -537,6 +543,10 @@ _DTYPE_NAMES = {
     "int64",
     "uint8",
     "bool",
+    "complex64",
+    "complex128",
+    "cfloat",
+    "cdouble",
     "half",
     "float",
     "double",

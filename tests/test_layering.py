@@ -34,6 +34,7 @@ LAYERS = {
     "lazyflow._functional.indexing": 2.75,
     "lazyflow._functional.inplace": 2.76,
     "lazyflow._functional.compare": 2.77,  # isclose, allclose, equal, count_nonzero, queries
+    "lazyflow._functional.complex_parts": 2.7705,  # real/imag/view_as_real/complex/polar/angle/conj, Tensor.real
     "lazyflow._functional.combine": 2.775,  # meshgrid, combinations, block_diag, kron, diff, cdist
     "lazyflow._functional.search": 2.778,  # searchsorted, histc, unique, cummax, logcumsumexp
     "lazyflow._functional.special": 2.7781,  # acosh, lgamma, xlogy, hypot... and their in-place forms
@@ -44,6 +45,8 @@ LAYERS = {
     "lazyflow._indexing": 2.8,
     "lazyflow.linalg": 2.82,  # torch.linalg: composites over _functional and the linalg primitives
     "lazyflow._linalg_top": 2.83,  # torch.addmm/inverse/svd(some=)...: top-level names over lf.linalg
+    "lazyflow.fft": 2.835,  # torch.fft: the fft_* primitives with torch's n/s, dim, norm rules
+    "lazyflow._spectral": 2.837,  # stft/istft: composites over lf.fft
     "lazyflow._runtime": 2.84,  # use_deterministic_algorithms, set_default_device, num threads, Tensor.stride...
     "lazyflow._legacy": 2.85,  # torch's legacy constructors (lf.Tensor(2, 3), lf.FloatTensor) and Tensor.type()
     "lazyflow._methods": 2.9,

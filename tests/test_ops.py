@@ -1689,6 +1689,77 @@ for _up, _tr, _un in [(True, False, False), (False, True, True)]:
     )
 
 
+# ---------------------------------------------------------------- complex numbers and FFTs (real in, real out: the
+# records see complex values only inside, so numpy/jax.vjp references apply unchanged; torch's complex gradient
+# convention itself is tested in tests/test_complex.py and tests/test_fft.py)
+def _ri(xp, z):
+    return xp.stack([xp.real(z), xp.imag(z)], axis=-1)
+
+
+def _cz(xp, x):
+    return x[..., 0] + 1j * x[..., 1]
+
+
+case(
+    "complex_parts",
+    ("complex", "view_as_real", "conj", "mul"),
+    lambda a, b: lf.view_as_real(lf.complex(a, b).conj() * lf.complex(b, a)),
+    lambda xp, a, b: _ri(xp, xp.conj(a + 1j * b) * (b + 1j * a)),
+    inputs=(A(3, 4), A(3, 4)),
+)
+case(
+    "real_imag",
+    ("real", "imag", "complex"),
+    lambda a, b: lf.real(lf.complex(a, b) ** 2) + 3 * lf.complex(a, b).imag,
+    lambda xp, a, b: xp.real((a + 1j * b) ** 2) + 3 * b,
+    inputs=(A(3, 4), A(3, 4)),
+)
+case(
+    "polar",
+    ("polar", "view_as_real"),
+    lambda r, t: lf.view_as_real(lf.polar(r, t)),
+    lambda xp, r, t: _ri(xp, r * xp.cos(t) + 1j * r * xp.sin(t)),
+    inputs=(A(3, 4, lo=0.2, hi=2), A(3, 4)),
+)
+case(
+    "view_as_complex_abs_angle",
+    ("view_as_complex", "abs", "angle"),
+    lambda x: lf.view_as_complex(x).abs() + 2 * lf.view_as_complex(x).angle(),
+    lambda xp, x: xp.abs(_cz(xp, x)) + 2 * xp.angle(_cz(xp, x)),
+    inputs=(A(3, 4, 2, lo=0.2, hi=2),),
+)
+case(
+    "sgn_complex",
+    ("sgn", "view_as_complex", "view_as_real"),
+    lambda x: lf.view_as_real(lf.view_as_complex(x).sgn()),
+    lambda xp, x: _ri(xp, _cz(xp, x) / xp.abs(_cz(xp, x))),
+    inputs=(A(3, 4, 2, lo=0.2, hi=2),),
+)
+case(
+    "fft_c2c",
+    ("fft_c2c", "view_as_complex", "view_as_real"),
+    lambda x: lf.view_as_real(lf.fft.fft2(lf.view_as_complex(x), norm="ortho")),
+    lambda xp, x: _ri(xp, xp.fft.fft2(_cz(xp, x), norm="ortho")),
+    inputs=(A(3, 4, 2),),
+    atol=1e-5,
+)
+case(
+    "fft_r2c",
+    ("fft_r2c", "view_as_real"),
+    lambda x: lf.view_as_real(lf.fft.rfft(x, n=7)),
+    lambda xp, x: _ri(xp, xp.fft.rfft(x, n=7)),
+    inputs=(A(3, 6),),
+    atol=1e-5,
+)
+case(
+    "fft_c2r",
+    ("fft_c2r", "view_as_complex"),
+    lambda x: lf.fft.irfft(lf.view_as_complex(x), n=7, norm="forward"),
+    lambda xp, x: xp.fft.irfft(_cz(xp, x), n=7, norm="forward"),
+    inputs=(A(3, 4, 2),),
+    atol=1e-5,
+)
+
 INTERNAL = {
     # reached only through other entry points, each tested where it is used
     "embedding_renorm": "max_norm renormalisation inside nn.Embedding (test_nn_basic_layers)",

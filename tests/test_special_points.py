@@ -652,6 +652,47 @@ sp(
     (_X34, idx(1, 0, 1)),
 )
 
+# ---------------------------------------------------------------- complex numbers at 0 (torch: gradient 0 there)
+# Real in, real out through view_as_complex/view_as_real, so the comparison itself needs no complex support; the
+# gradients cross the complex tape in torch's convention.
+_CZ = np.array([[0.0, 0.0], [-0.0, 0.0], [1.0, 0.0], [0.0, -2.0], [-3.0, 4.0]])
+_CZ2 = np.array([[0.0, -0.0], [0.0, 0.0], [-1.0, 0.0], [0.0, 2.0], [3.0, -4.0]])
+
+
+sp(
+    "complex_abs_at_0",
+    ("view_as_complex", "abs"),
+    lambda x: lf.view_as_complex(x).abs(),
+    lambda x: torch.view_as_complex(x).abs(),
+    _CZ,
+    _CZ2,
+)
+sp(
+    "complex_angle_at_0",
+    ("view_as_complex", "angle"),
+    lambda x: lf.view_as_complex(x).angle(),
+    lambda x: torch.view_as_complex(x).angle(),
+    _CZ,
+    _CZ2,
+)
+sp(
+    "complex_sgn_at_0",
+    ("view_as_complex", "sgn", "view_as_real"),
+    lambda x: lf.view_as_real(lf.view_as_complex(x).sgn()),
+    lambda x: torch.view_as_real(torch.view_as_complex(x).sgn()),
+    _CZ,
+    _CZ2,
+)
+sp(
+    "polar_at_zero_abs",
+    ("polar", "view_as_real"),
+    lambda r, t: lf.view_as_real(lf.polar(r, t)),
+    lambda r, t: torch.view_as_real(torch.polar(r, t)),
+    (a(0, 0, 1, 2), a(0, 1, -1, 3.0)),
+    (a(0, 2, 0, 1), a(-3, 0, 0, 0)),
+)
+
+
 # ---------------------------------------------------------------- which primitives need no points
 # A primitive without a record here must say why. Linear and multilinear maps have a gradient that is the same
 # linear map at every point (it cannot have a kink); the rest are reached through the records above or are
@@ -692,6 +733,13 @@ EXEMPT = {
             "conv_transpose",
             "avg_pool",
             "adaptive_avg_pool",
+            "real",
+            "imag",
+            "conj",
+            "complex",
+            "fft_c2c",
+            "fft_r2c",
+            "fft_c2r",
         )
     },
     "dropout": "random: the gradient is the drawn mask scaled by 1/(1-p), the same linear map at every point",

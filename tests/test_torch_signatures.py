@@ -72,7 +72,8 @@ SKIPPED_FUNCTIONS = {
         n: "torch documents no signature for it (an empty docstring); lazyflow's takes the copied op's parameters"
         for n in (
             "alias_copy detach_copy diagonal_copy expand_copy permute_copy select_copy slice_copy split_copy "
-            "split_with_sizes_copy squeeze_copy t_copy transpose_copy unbind_copy unfold_copy unsqueeze_copy view_copy"
+            "split_with_sizes_copy squeeze_copy t_copy transpose_copy unbind_copy unfold_copy unsqueeze_copy view_copy "
+            "view_as_real_copy view_as_complex_copy"
         ).split()
     },
 }
@@ -267,7 +268,7 @@ def _audit():
             sigs = torch_signatures(getattr(TF, name), name, False)
         if theirs is not None or hasattr(TF, name):
             rows.append((f"lazyflow.{name}", f"torch.{name}" if theirs is not None else f"F.{name}", sigs, ours, False))
-        if hasattr(torch.Tensor, name) and hasattr(lf.Tensor, name):
+        if hasattr(torch.Tensor, name) and callable(getattr(lf.Tensor, name, None)):  # not the real/imag properties
             msigs = torch_signatures(getattr(torch.Tensor, name), name, True)
             if not msigs:  # Tensor.relu/less/log_softmax have no signature line: the function's, less its input
                 msigs = [s[1:] for s in sigs]
@@ -298,6 +299,7 @@ def _audit():
 NAMESPACES = [
     (lf.cuda, torch.cuda, "cuda"),
     (lf.linalg, torch.linalg, "linalg"),
+    (lf.fft, torch.fft, "fft"),
     (lf.accelerator, torch.accelerator, "accelerator"),
     (lf.jit, torch.jit, "jit"),
     (lf.backends.cuda, torch.backends.cuda, "backends.cuda"),

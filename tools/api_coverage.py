@@ -68,6 +68,7 @@ OMIT: dict[str, list[tuple[str, str]]] = {
             r"^(as_strided|as_strided_|as_strided_scatter|new_empty_strided|set_|is_set_to)$",
             "no strided storage to view or re-point: a tensor is an immutable dense jax array (XLA chooses layouts)",
         ),
+        (r"^chalf$", "complex32 (torch's chalf): JAX and XLA have no complex32 dtype (complex64 is the narrowest)"),
     ],
     "nn": [],
     "nn.functional": [

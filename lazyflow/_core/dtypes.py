@@ -22,6 +22,10 @@ __all__ = [
     "int64",
     "uint8",
     "bool_",
+    "complex64",
+    "complex128",
+    "cfloat",
+    "cdouble",
     "half",
     "float",
     "double",
@@ -35,6 +39,9 @@ __all__ = [
     "promote_types",
     "result_type",
     "default_int",
+    "default_complex",
+    "to_complex",
+    "to_real",
 ]
 
 _BY_NAME: dict[str, DType] = {}
@@ -50,15 +57,20 @@ class DType:
         self.name = name
         self.np = np.dtype(np_dtype)
         self.is_floating_point = cat == 2
-        self.is_signed = cat == 2 or (cat == 1 and self.np.kind == "i")
+        self.is_signed = cat >= 2 or (cat == 1 and self.np.kind == "i")
         self.itemsize = self.np.itemsize
-        self._cat = cat  # 0 bool, 1 integer, 2 floating
+        self._cat = cat  # 0 bool, 1 integer, 2 floating, 3 complex
         _BY_NAME[name] = self
         _BY_NP[self.np] = self
 
     @property
     def is_complex(self) -> bool:
-        return False
+        return self._cat == 3
+
+    @property
+    def is_inexact(self) -> bool:
+        """Floating or complex: the dtypes that carry gradients (torch's ``is_floating_point() or is_complex()``)."""
+        return self._cat >= 2
 
     def __repr__(self) -> str:
         return f"lazyflow.{self.name}"
@@ -67,7 +79,7 @@ class DType:
         return (to_dtype, (self.name,))
 
     def to_jax(self):
-        if self.itemsize == 8 and not config.x64_enabled():
+        if self.itemsize == (16 if self._cat == 3 else 8) and not config.x64_enabled():
             raise DTypeError(
                 f"{self} needs JAX's 64-bit mode, which is off in this process (LAZYFLOW_X64=0 or "
                 "jax_enable_x64=False); use a 32-bit dtype or enable x64"
@@ -85,8 +97,11 @@ int16 = DType("int16", jnp.int16, 1)
 int32 = DType("int32", jnp.int32, 1)
 int64 = DType("int64", jnp.int64, 1)
 bool_ = DType("bool", jnp.bool_, 0)
+complex64 = DType("complex64", jnp.complex64, 3)
+complex128 = DType("complex128", jnp.complex128, 3)
 half, float, double = float16, float32, float64
 short, int, long = int16, int32, int64
+cfloat, cdouble = complex64, complex128
 
 _ALIASES = {
     "half": float16,
@@ -96,6 +111,8 @@ _ALIASES = {
     "int": int32,
     "long": int64,
     "bool": bool_,
+    "cfloat": complex64,
+    "cdouble": complex128,
 }
 
 
@@ -130,6 +147,26 @@ def default_int() -> DType:
     return int64 if config.x64_enabled() else int32
 
 
+def default_complex() -> DType:
+    """torch's default complex dtype: complex128 when the default float is float64, else complex64 (JAX has no
+    complex32, so a float16/bfloat16 default also gives complex64)."""
+    return complex128 if _default.dtype is float64 else complex64
+
+
+def to_complex(d: DType) -> DType:
+    """The complex dtype holding ``d``'s values: float64/complex128 -> complex128, other floats -> complex64."""
+    if d._cat == 3:
+        return d
+    return complex128 if d is float64 else complex64
+
+
+def to_real(d: DType) -> DType:
+    """The real dtype of a complex dtype's parts (complex64 -> float32); other dtypes unchanged."""
+    if d is complex64:
+        return float32
+    return float64 if d is complex128 else d
+
+
 def to_dtype(d) -> DType:
     """Normalise a dtype given as DType, name, numpy/jax dtype or Python type into a lazyflow DType."""
     if isinstance(d, DType):
@@ -146,6 +183,8 @@ def to_dtype(d) -> DType:
         return default_int()
     if d is builtins.bool:
         return bool_
+    if d is builtins.complex:
+        return default_complex()
     try:
         npd = np.dtype(d)
     except TypeError:
@@ -175,6 +214,10 @@ def _combine(higher: DType | None, lower: DType | None) -> DType | None:
         return lower
     if lower is None:
         return higher
+    if higher._cat == 3:
+        return higher
+    if lower._cat == 3:  # a floating higher keeps its precision: float32 tensor * complex128 scalar -> complex64
+        return to_complex(higher) if higher.is_floating_point else lower
     if higher.is_floating_point:
         return higher
     if higher is bool_ or lower.is_floating_point:
@@ -187,7 +230,7 @@ def result_type(*items) -> DType:
 
     Args:
         items: each either a ``(DType, ndim)`` pair for a tensor, or one of the Python types
-            ``bool``, ``int``, ``float`` for a scalar operand.
+            ``bool``, ``int``, ``float``, ``complex`` for a scalar operand.
     """
     dim = zero = wrapped = None
     for it in items:
@@ -202,6 +245,8 @@ def result_type(*items) -> DType:
                 d = get_default_dtype()
             elif it is builtins.bool:
                 d = bool_
+            elif it is builtins.complex:
+                d = default_complex()
             else:
                 d = int64 if config.x64_enabled() else int32
             wrapped = d if wrapped is None else promote_types(wrapped, d)

@@ -28,6 +28,7 @@ class finfo:
 
     def __init__(self, type=None):
         d = D.get_default_dtype() if type is None else D.to_dtype(type)
+        d = D.to_real(d)  # torch: a complex dtype's finfo is its real part's
         if not d.is_floating_point:
             raise DTypeError(f"finfo expects a floating dtype, got {d}; use lf.iinfo for integer dtypes")
         info = np.finfo(d.np)
@@ -66,7 +67,7 @@ class iinfo:
 
     def __init__(self, type):
         d = D.to_dtype(type)
-        if d.is_floating_point or d is D.bool_:
+        if d.is_inexact or d is D.bool_:
             raise DTypeError(f"iinfo expects an integer dtype, got {d}; use lf.finfo for floating dtypes")
         info = np.iinfo(d.np)
         self.bits, self.min, self.max = builtins.int(info.bits), builtins.int(info.min), builtins.int(info.max)

@@ -13,6 +13,7 @@ from . import (
     arrange,
     combine,
     compare,
+    complex_parts,
     elementwise,
     indexing,
     inplace,
@@ -27,6 +28,7 @@ from . import (
 from .arrange import *
 from .combine import *
 from .compare import *
+from .complex_parts import *
 from .elementwise import *
 from .indexing import *
 from .inplace import *
@@ -42,6 +44,7 @@ __all__ = sorted(
     {
         *combine.__all__,
         *compare.__all__,
+        *complex_parts.__all__,
         *search.__all__,
         *elementwise.__all__,
         *shape.__all__,
@@ -87,6 +90,7 @@ _NOT_METHODS = frozenset(
         *stats.NOT_METHODS,
         *arrange.NOT_METHODS,
         *ranges.NOT_METHODS,
+        *complex_parts.NOT_METHODS,
     }
 )
 # Tensor methods without an lf.<name> function: every in-place function, four activations and unfold
@@ -102,6 +106,7 @@ _METHOD_ONLY = {
     **arrange.METHOD_ONLY,
     **ranges.METHOD_ONLY,
     **stats.METHOD_ONLY,
+    **complex_parts.METHOD_ONLY,
 }
 
 # lf.<name> functions whose Tensor method _tensor.py defines itself (hot paths: no argument check)

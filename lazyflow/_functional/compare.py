@@ -65,7 +65,7 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
         raise ValueRangeError(f"isclose: rtol and atol must be >= 0, got rtol={rtol} and atol={atol}")
     broadcast_shapes(input.shape, other.shape)
     close = eq(input, other)
-    if equal_nan and input.is_floating_point():
+    if equal_nan and input.dtype.is_inexact:
         close = logical_or(close, logical_and(isnan(input), isnan(other)))
     if rtol == 0 and atol == 0:
         return close

@@ -148,8 +148,10 @@ def can_cast(from_: D.DType, to: D.DType) -> bool:
     """Whether torch allows an in-place result of dtype ``from_`` to be stored into a ``to`` tensor
     (``torch.can_cast``): never floating into integer/bool, nor integer into bool."""
     from_, to = D.to_dtype(from_), D.to_dtype(to)
+    if from_.is_complex:
+        return to.is_complex
     if from_.is_floating_point:
-        return to.is_floating_point
+        return to.is_inexact
     if from_ is not D.bool_:
         return to is not D.bool_
     return True
@@ -385,7 +387,7 @@ def _check_int_power(input, exponent) -> None:
         isinstance(exponent, (builtins.int, np.integer))
         and exponent < 0
         and isinstance(input, Tensor)
-        and not input._meta[1].is_floating_point
+        and not input._meta[1].is_inexact
     ):
         e = builtins.int(exponent)
         raise DTypeError(

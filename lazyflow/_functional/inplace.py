@@ -106,7 +106,7 @@ def fill_(input: Tensor, value) -> Tensor:
         if value.ndim != 0:
             raise ShapeError(f"fill_ only supports a 0-dimension value tensor, got shape {list(value.shape)}")
         return copy_(input, value)
-    if value.__class__ in (builtins.int, builtins.float) and not input._meta[1].is_floating_point:
+    if value.__class__ in (builtins.int, builtins.float) and not input._meta[1].is_inexact:
         check_fits(value, input._meta[1], "fill_()")
     return _inplace(_COPY_INTO, input, (input, value))
 

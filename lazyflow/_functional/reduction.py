@@ -92,9 +92,9 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tenso
     """
     if dtype is not None:
         input = input.to(dtype)
-    if not input.dtype.is_floating_point:
+    if not input.dtype.is_inexact:
         raise DTypeError(
-            f"mean(): could not infer output dtype. Input dtype must be floating point, "
+            f"mean(): could not infer output dtype. Input dtype must be floating point or complex, "
             f"got {input.dtype}; pass dtype= or convert with .float()"
         )
     return _reduce("mean", input, dim, keepdim)
@@ -191,9 +191,14 @@ def _moments(name, input, dim, unbiased, keepdim, correction):
         correction = 0 if unbiased is False else 1
     elif builtins.float(correction).is_integer():
         correction = builtins.int(correction)
+    statics = (_dims(dim, input.ndim), correction, builtins.bool(keepdim))
+    if input.dtype.is_complex:  # torch: the variance of |z - mean|^2, the real and imaginary parts' sum (real)
+        v = _apply(R["var"], (_apply(R["real"], (input,)),), statics)
+        v = v + _apply(R["var"], (_apply(R["imag"], (input,)),), statics)
+        return v if name == "var" else v.sqrt()
     if not input.dtype.is_floating_point:
-        raise DTypeError(f"{name}(): expected a floating point input, got {input.dtype}")
-    return _apply(R[name], (input,), (_dims(dim, input.ndim), correction, builtins.bool(keepdim)))
+        raise DTypeError(f"{name}(): expected a floating point or complex input, got {input.dtype}")
+    return _apply(R[name], (input,), statics)
 
 
 def var(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *, correction=None) -> Tensor:

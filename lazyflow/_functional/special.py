@@ -20,7 +20,7 @@ from .._dispatch import snapshot
 from .._tensor import Tensor
 from ..ops.table import REGISTRY as R
 from ._common import _apply, _inplace, _t
-from .elementwise import atan2, can_cast, clamp, isinf, log, mul, pow, sign, sub, trunc
+from .elementwise import atan2, can_cast, clamp, isinf, log, mul, pow, sub, trunc
 from .inplace import _ip, copy_
 
 __all__ = [
@@ -238,8 +238,11 @@ def float_power(input, exponent) -> Tensor:
 
 
 def sgn(input: Tensor) -> Tensor:
-    """Sign of each element (for real tensors, the same as :func:`sign`)."""
-    return sign(input)
+    """``z / |z|`` for complex tensors (0 at 0; the gradient there is 0, as torch); for real tensors the same as
+    :func:`sign`."""
+    if not isinstance(input, Tensor):
+        raise DTypeError(f"sgn(): argument 'input' must be a Tensor, got {type(input).__name__}")
+    return _apply(R["sgn"], (input,))
 
 
 def isposinf(input: Tensor) -> Tensor:

@@ -138,7 +138,7 @@ def _dead_end(t: Tensor, name: str) -> Tensor:
 
 
 def _is_float(meta) -> bool:
-    return meta[1].is_floating_point
+    return meta[1].is_inexact
 
 
 class _ArgSpec:
@@ -221,7 +221,7 @@ def _check_grads(name: str, args: tuple[_ArgSpec, ...], res, create_graph: bool)
                 )
             g = _sum_to(g, shape) if create_graph else _make(sum_to_shape(g._value, shape))
         dt = a.dtype
-        if dt is not None and g.dtype is not dt and dt.is_floating_point:
+        if dt is not None and g.dtype is not dt and dt.is_inexact:
             g = g.to(dt)
         out.append(g)
     return out

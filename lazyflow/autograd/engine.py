@@ -69,6 +69,24 @@ def register_hook(t, hook):
     return _NodeHandle(node, t._oidx, hook)
 
 
+def _torch_convention(gs):
+    """Gradients of complex tensors: the tape holds torch's (``conj`` of JAX's cotangent: for ``L = |z|^2`` torch's
+    ``z.grad`` is ``2z``, ``jax.grad`` gives ``2 conj(z)``); the backward functions are JAX's. ``conj`` maps one
+    convention onto the other both ways (it is its own inverse), so it is applied to the cotangents going into a
+    backward function and to the gradients coming out; real gradients pass unchanged."""
+    if not any(g is not None and jnp.iscomplexobj(g) for g in gs):
+        return gs
+    return type(gs)(jnp.conj(g) if g is not None and jnp.iscomplexobj(g) else g for g in gs)
+
+
+def _conj_tensors(ts):
+    """:func:`_torch_convention` for gradients that are Tensors (``create_graph=True``: the conjugation is recorded
+    too, so a double backward through complex tensors also follows torch)."""
+    if not any(t is not None and t._meta[1].is_complex for t in ts):
+        return ts
+    return type(ts)(t.conj() if t is not None and t._meta[1].is_complex else t for t in ts)
+
+
 def _run_hooks(hooks, g, meta, create_graph):
     """Apply tensor hooks to one gradient value (an array, or a Tensor under create_graph)."""
     for hook in list(hooks):
@@ -232,17 +250,12 @@ def run_backward(roots, grads, *, retain_graph: bool, create_graph: bool, captur
         if custom is not None:
             outs = custom(node, gs, create_graph, retain_graph)
         elif create_graph:
-            outs = interp.apply(
-                entry.bwd_op(node.diff),
-                tuple(node.inputs)
-                + tuple(None if g is None else (g if hasattr(g, "_value") else _make(g, None)) for g in gs),
-                (),
-            )
-            if not isinstance(outs, tuple):
-                outs = (outs,)
+            gts = [None if g is None else (g if hasattr(g, "_value") else _make(g, None)) for g in gs]
+            outs = interp.apply(entry.bwd_op(node.diff), tuple(node.inputs) + tuple(_conj_tensors(gts)), ())
+            outs = _conj_tensors(outs if isinstance(outs, tuple) else (outs,))
         else:
             vals = [getattr(a, "_value", a) for a in node.inputs]
-            outs = entry.bwd_call(vals, gs, node.diff)
+            outs = _torch_convention(entry.bwd_call(vals, _torch_convention(gs), node.diff))
         if _anomaly[0]:
             _check_nan(node, outs)
         edges = node.edges

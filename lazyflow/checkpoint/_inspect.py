@@ -142,7 +142,7 @@ def inspect(path: str | os.PathLike | IO[bytes]) -> dict[str, TensorInfo]:
     ``torch.save`` file (nested containers listed under dotted keys: ``{"model": sd}`` gives ``model.<key>``;
     tensors sharing a storage are listed each, the second and later with ``storage == "same"``), a
     ``.safetensors`` file or a sharded index. Tensor data is not read, except that a single lazyflow file is
-    unpacked (and checksummed) first. Dtypes lazyflow lacks (complex, uint16/32/64, float8) are numpy dtypes with
+    unpacked (and checksummed) first. Dtypes lazyflow lacks (uint16/32/64, float8) are numpy dtypes with
     ``kind == "ndarray"``, as ``lf.load`` returns them.
 
     Args:

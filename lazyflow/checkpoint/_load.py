@@ -265,7 +265,7 @@ class _Reader:
         if isinstance(value, np.ndarray):  # an ndarray's bytes shared with a tensor entry
             value = jax.device_put(value)
         t = _make(value)
-        if e["requires_grad"] and t.dtype.is_floating_point:
+        if e["requires_grad"] and t.dtype.is_inexact:
             t._rg = True
         if e["kind"] == "parameter":
             from ..nn.parameter import Parameter

@@ -79,7 +79,10 @@ TORCH_DTYPES: dict[str, np.dtype] = {
     "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
-_LF_DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+_LF_DTYPES = {
+    *("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"),
+    *("complex64", "complex128"),
+}
 _LF_NP = {np.dtype(TORCH_DTYPES[n]): D.to_dtype(n) for n in _LF_DTYPES}  # native numpy dtype -> lazyflow dtype
 _MAX_DIM = 1 << 48  # sizes, strides and offsets beyond this are forged (no storage holds 2**48 elements)
 _MAX_EXPAND = 1 << 30  # the most bytes a view may materialise beyond its storage's own size (stride-0 expands)
@@ -162,7 +165,7 @@ def placement(map_location, location: str, dtype: np.dtype, nbytes: int, where: 
 
 def make_value(arr: np.ndarray, place: Callable[[], Any], where: str, what: str, requires_grad: bool = False):
     """A loaded array as a lazyflow Tensor on ``place()`` (``arr`` is the load's own memory, or a read-only map
-    with ``mmap=True``); dtypes lazyflow lacks (complex, uint16/32/64) stay numpy arrays of their own."""
+    with ``mmap=True``); dtypes lazyflow lacks (uint16/32/64, float8) stay numpy arrays of their own."""
     lf_dtype = _LF_NP.get(arr.dtype)
     if lf_dtype is None and arr.dtype.name in _LF_DTYPES:  # a non-native byte order: a native copy
         arr = arr.astype(arr.dtype.newbyteorder("="))
@@ -175,7 +178,7 @@ def make_value(arr: np.ndarray, place: Callable[[], Any], where: str, what: str,
     except LazyflowError as e:
         raise CheckpointError(f"{where}: {what}: {e}") from e
     t = _make(value)
-    if requires_grad and t.dtype.is_floating_point:
+    if requires_grad and t.dtype.is_inexact:
         t._rg = True
     return t
 

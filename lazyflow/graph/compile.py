@@ -602,7 +602,7 @@ class CompiledFunction:
             entry = _CallEntry(v, vjp_fn, len(diff_tensors))
             tnode = Node(entry, tuple(diff_tensors), tuple(t._version for t in diff_tensors), len(res))
             for i, t in enumerate(res):
-                if t is not None and t._meta[1].is_floating_point:
+                if t is not None and t._meta[1].is_inexact:
                     t._rg, t._node, t._oidx = True, tnode, i
         return jax.tree_util.tree_unflatten(v.out_tree, res)
 

@@ -1,7 +1,9 @@
 """The op table (``REGISTRY``): importing this package registers every primitive."""
 
 from . import (
+    complex,
     creation,
+    fft,
     indexing,
     linalg,
     linalg_extra,

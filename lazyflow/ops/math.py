@@ -79,7 +79,13 @@ for _name, _fn in {"neg": jnp.negative, "sign": _sign, "square": _square}.items(
 
 
 def _abs_bwd(xs, out, g):
-    return (g * _sgn(xs[0]),)  # torch: grad * sgn(x), 0 at 0 (and at NaN)
+    x = xs[0]
+    if jnp.iscomplexobj(x):  # torch: grad * z/|z|, 0 at 0; conjugated here (JAX's convention, see ops.complex)
+        zero = out == 0
+        return (
+            jnp.where(zero, jnp.zeros((), x.dtype), g * jnp.conj(x) / jnp.where(zero, jnp.ones((), out.dtype), out)),
+        )
+    return (g * _sgn(x),)  # torch: grad * sgn(x), 0 at 0 (and at NaN)
 
 
 @op("abs", bwd=_abs_bwd)

@@ -63,7 +63,18 @@ class OpDef:
             only if another operand requires grad.
     """
 
-    __slots__ = ("name", "impl", "static", "dtypes", "bwd", "differentiable", "linear", "check", "__weakref__")
+    __slots__ = (
+        "name",
+        "impl",
+        "static",
+        "dtypes",
+        "bwd",
+        "differentiable",
+        "linear",
+        "check",
+        "real_only",
+        "__weakref__",
+    )
 
     def __init__(
         self,
@@ -85,6 +96,7 @@ class OpDef:
         self.differentiable = differentiable
         self.linear = linear
         self.check = check
+        self.real_only = False  # set by ops.complex.REAL_ONLY: torch refuses complex operands (ordering, relu...)
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
@@ -132,7 +144,16 @@ def _items(descs: Sequence[Any]) -> list:
     return items
 
 
+_COMPLEX = (D.complex64, D.complex128)
+
+
 def compute_dtypes(op_def: OpDef, descs, statics) -> list:
+    if op_def.real_only and builtins.any(type(d) is tuple and d[1] in _COMPLEX for d in descs):
+        got = ", ".join(d[1].name for d in descs if type(d) is tuple)
+        raise DTypeError(
+            f"{op_def.name} is not supported for complex tensors (as in torch: complex numbers have no order); got "
+            f"{got}; use .abs() or .real first"
+        )
     rule = op_def.dtypes
     if rule == "none":
         return [None] * len(descs)
@@ -142,9 +163,9 @@ def compute_dtypes(op_def: OpDef, descs, statics) -> list:
     if not items:
         return [None] * len(descs)
     r = D.result_type(*items)
-    if rule == "float" and not r.is_floating_point:
+    if rule == "float" and not r.is_inexact:
         r = D.get_default_dtype()
-    elif rule == "int_or_bool" and r.is_floating_point:
+    elif rule == "int_or_bool" and r.is_inexact:
         raise DTypeError(f"{op_def.name} is only defined for integer and bool tensors, got {r}")
     numeric = (builtins.int, builtins.float, builtins.bool)
     return [r if (type(d) is tuple or d in numeric) else None for d in descs]
@@ -222,7 +243,7 @@ def _is_float(x) -> bool:
 
 def diff_positions(descs) -> tuple[int, ...]:
     """Operand positions that can carry gradients: floating tensors."""
-    return tuple(i for i, d in enumerate(descs) if type(d) is tuple and d[1].is_floating_point)
+    return tuple(i for i, d in enumerate(descs) if type(d) is tuple and d[1].is_inexact)
 
 
 def backward_fn(op_def: OpDef, statics: tuple, descs: tuple, diff: tuple[int, ...]) -> Callable:
