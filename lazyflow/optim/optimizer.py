@@ -180,7 +180,7 @@ def _dynamic_value(name: str, v):
     )
 
 
-def _state_array(like: Tensor, fill: builtins.float = 0.0):
+def _state_array(like: Tensor, fill: builtins.float | builtins.complex = 0.0):
     """A new array shaped, typed and placed like ``like`` (filled with ``fill``)."""
     v = like._value
     if isinstance(v, _Tracer):
@@ -463,7 +463,11 @@ class Optimizer:
             if not live:
                 continue
             ps, ss = [params[i] for i in live], [state[i] for i in live]
-            nps, nss = self._update(h.as_dict(), ps, [grads[i] for i in live], ss)
+            gs = [grads[i] for i in live]
+            if any(jnp.iscomplexobj(p) for p in ps):
+                nps, nss = self._update_complex(h.as_dict(), ps, gs, ss)
+            else:
+                nps, nss = self._update(h.as_dict(), ps, gs, ss)
             _check_kinds(type(self), live, ps, ss, nps, nss)
             for i, p, old, st in zip(live, nps, ss, nss):
                 # a name the update left out keeps its value (torch keeps state it does not touch), so every
@@ -586,6 +590,32 @@ class Optimizer:
     # ------------------------------------------------------------------ hooks (see module docstring)
     def _update(self, hyper: dict, params: list, grads: list, states: list[dict]) -> tuple[list, list]:
         raise NotImplementedError(f"{type(self).__name__} must implement _update")
+
+    # torch steps a complex parameter as the real pairs of view_as_real (its elementwise rules -- squares, signs,
+    # maxima -- then act on the real and imaginary parts apart); False where torch refuses complex parameters
+    _complex_as_real = True
+
+    def _update_complex(self, hyper: dict, params: list, grads: list, states: list[dict]) -> tuple[list, list]:
+        """``_update`` on the real views of complex parameters, gradients and state, viewed back afterwards (the
+        state keeps the parameter's complex dtype, as torch's state_dict does)."""
+        if not self._complex_as_real:
+            raise D.DTypeError(f"{type(self).__name__} does not support complex parameters")
+
+        def real(a):
+            return jnp.stack([a.real, a.imag], axis=-1) if jnp.iscomplexobj(a) else a
+
+        def back(a, like):
+            return jax.lax.complex(a[..., 0], a[..., 1]).astype(like.dtype) if jnp.iscomplexobj(like) else a
+
+        nps, nss = self._update(
+            hyper,
+            [real(p) for p in params],
+            [real(g) for g in grads],
+            [{k: real(v) for k, v in st.items()} for st in states],
+        )
+        nps = [back(n, p) for n, p in zip(nps, params)]
+        nss = [{k: back(v, old[k]) if k in old else v for k, v in st.items()} for st, old in zip(nss, states)]
+        return nps, nss
 
     def _new_state(self, p: Tensor, group: dict) -> dict[str, Tensor]:
         """The state torch creates for ``p`` before its first update (empty by default)."""

@@ -100,10 +100,12 @@ class Rprop(Optimizer):
         super().__init__(params, defaults)
 
     def _new_state(self, p, group):
+        lr = float(group["lr"])
         return {
             "step": _scalar_state(like=p),
             "prev": _make(_state_array(p)),
-            "step_size": _make(_state_array(p, float(group["lr"]))),
+            # torch: a complex parameter is two real ones, so the imaginary part gets the initial step size too
+            "step_size": _make(_state_array(p, complex(lr, lr) if p.dtype.is_complex else lr)),
         }
 
     def _update(self, hyper, params, grads, states):
