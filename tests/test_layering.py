@@ -52,6 +52,12 @@ LAYERS = {
     "lazyflow.amp": 2.95,
     "lazyflow.eager": 3,
     "lazyflow.cuda": 3,  # torch.cuda's queries over JAX's GPUs (and cuda.amp over lazyflow.amp)
+    "lazyflow.cuda._common": 3,  # lf.cuda's shared device parsing and its no-GPU errors
+    "lazyflow.cuda._legacy": 3,  # lf.cuda.FloatTensor & co over lazyflow._legacy
+    "lazyflow.cuda._nvml": 3,  # utilization/temperature/power via optional pynvml
+    "lazyflow.cuda.memory": 3,  # torch's memory_stats keys over JAX's allocator counters
+    "lazyflow.cuda.random": 3,  # the RNG calls over lazyflow's one generator
+    "lazyflow.cuda.streams": 3,  # Stream/Event over XLA's one ordered queue per GPU
     "lazyflow.accelerator": 3,
     "lazyflow.backends": 3,
     "lazyflow.graph.trace": 3,

@@ -81,7 +81,21 @@ OMIT: dict[str, list[tuple[str, str]]] = {
             r"^(nvtx|jiterator|graphs?|CUDAGraph|graph_pool_handle|make_graphed_callables|ipc_collect|"
             r"caching_allocator_.*|memory\._|cudart|check_error|tunable|gds|sparse)",
             "CUDA-runtime specifics",
-        )
+        ),
+        (
+            r"Storage$",
+            "no storages: a tensor is an immutable jax array, with no storage object to construct or share",
+        ),
+        (
+            r"^(CUDAPluggableAllocator|change_current_allocator|get_allocator_backend|MemPool|use_mem_pool|"
+            r"memory_snapshot)$",
+            "XLA owns the GPU allocator: it takes no custom allocator or pool, names no backend, and exposes "
+            "counters (memory_stats) but no segment snapshot",
+        ),
+        (
+            r"^(current_blas_handle|current_solver_handle|GreenContext)$",
+            "cuBLAS/cuSOLVER handles and green contexts belong to the kernels XLA picks and the streams it owns",
+        ),
     ],
 }
 
