@@ -1700,6 +1700,8 @@ INTERNAL = {
     "rnn": "nn.RNN/LSTM/GRU against torch's layers, forward and gradients (test_nn_rnn)",
     "rnn_cell": "nn.RNNCell/LSTMCell/GRUCell against torch's cells (test_nn_rnn)",
     "rnn_packed": "nn.RNN/LSTM/GRU on a PackedSequence against torch's, forward and gradients (test_nn_packed)",
+    "grouped_mm": "F.grouped_mm against torch's in its four groupings, forward and gradients, eager and compiled "
+    "(test_torch_functions_s6)",
 }
 
 

@@ -667,6 +667,7 @@ EXEMPT = {
             "matmul",
             "einsum",
             "linear",
+            "grouped_mm",
             "outer",
             "sum",
             "mean",

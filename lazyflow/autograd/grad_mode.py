@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import threading
 
 from .._core.context import state
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode"]
+__all__ = [
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "inference_mode",
+    "enforce_grad_layout_policy",
+]
 
 
 def is_grad_enabled() -> bool:
@@ -83,3 +91,45 @@ class set_grad_enabled(_Mode):
     def __enter__(self):
         state.grad_enabled = self._mode
         return self
+
+
+_layout = threading.local()  # enforce_grad_layout_policy's flag, per thread as in torch
+
+
+def is_grad_layout_enforced() -> bool:
+    """The flag :class:`enforce_grad_layout_policy` sets in this thread (True unless relaxed)."""
+    return getattr(_layout, "enabled", True)
+
+
+class enforce_grad_layout_policy(contextlib.ContextDecorator):
+    """torch's switch for the gradient layout contract (a ``.grad`` has its parameter's strides), per thread: sets the
+    flag at once; as a context manager it restores the previous flag on exit; as a decorator it leaves the flag alone
+    until the function runs, as in torch.
+
+    lazyflow has one dense layout (a tensor is a jax array: no strides), so every gradient already has its
+    parameter's layout and the contract holds either way: the flag changes no gradient, which is torch's own answer
+    for dense contiguous parameters.
+    """
+
+    def __init__(self, enable: bool = True) -> None:
+        self.prev = is_grad_layout_enforced()
+        self.mode = bool(enable)
+        _layout.enabled = self.mode
+
+    def __call__(self, func):
+        _layout.enabled = self.prev  # undo the switch made by construction
+        return super().__call__(func)
+
+    def _recreate_cm(self):
+        return type(self)(self.mode)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        _layout.enabled = self.prev
+        return False
+
+    def clone(self) -> enforce_grad_layout_policy:
+        """A copy of this switch (torch's ``clone``)."""
+        return type(self)(self.mode)

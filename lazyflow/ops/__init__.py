@@ -2,6 +2,7 @@
 
 from . import (
     creation,
+    grouped,
     indexing,
     linalg,
     linalg_extra,
