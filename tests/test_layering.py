@@ -38,6 +38,7 @@ LAYERS = {
     "lazyflow._functional.search": 2.778,  # searchsorted, histc, unique, cummax, logcumsumexp
     "lazyflow._functional.special": 2.7781,  # acosh, lgamma, xlogy, hypot... and their in-place forms
     "lazyflow._functional.stats": 2.7782,  # median, quantile, mode, cov, histogram, bincount, trapezoid...
+    "lazyflow._functional.reduce_index": 2.77825,  # index_reduce/index_reduce_: a one-hot composite
     "lazyflow._functional.arrange": 2.7783,  # atleast_*d, take/put, *_scatter, diag_embed, index_copy, *_copy...
     "lazyflow._functional.ranges": 2.7784,  # range, logspace, vander, windows, gradient, random_/cauchy_... fills
     "lazyflow._functional": 2.79,
@@ -45,6 +46,7 @@ LAYERS = {
     "lazyflow.linalg": 2.82,  # torch.linalg: composites over _functional and the linalg primitives
     "lazyflow._linalg_top": 2.83,  # torch.addmm/inverse/svd(some=)...: top-level names over lf.linalg
     "lazyflow._runtime": 2.84,  # use_deterministic_algorithms, set_default_device, num threads, Tensor.stride...
+    "lazyflow._tensor_extras": 2.845,  # frombuffer; Tensor.hardshrink/dense_dim/const_data_ptr
     "lazyflow._legacy": 2.85,  # torch's legacy constructors (lf.Tensor(2, 3), lf.FloatTensor) and Tensor.type()
     "lazyflow._methods": 2.9,
     "lazyflow.autograd.functional": 2.91,  # jacobian/hessian/vjp/jvp on the tape (stacks rows: above _functional)

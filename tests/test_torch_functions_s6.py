@@ -1,4 +1,7 @@
-"""Issue 12, last names: ``F.grouped_mm`` and ``lf.autograd.enforce_grad_layout_policy`` against torch 2.13 (CPU).
+"""Issue 12, last names, against torch 2.13 (CPU): ``F.grouped_mm``, ``lf.autograd.enforce_grad_layout_policy``,
+the ``torch.*`` names that are nn.functional's (``hardshrink``, ``prelu``, ``pdist``, ``conv_tbc``, the in-place
+``celu_``/``selu_``/``threshold_``/``rrelu_``...), ``index_reduce``/``Tensor.index_reduce_``, ``frombuffer`` and
+``Tensor.dense_dim``/``const_data_ptr``/``module_load``.
 
 grouped_mm: every grouping (2-D x 3-D with jagged rows, 3-D x 3-D, 2-D x 2-D with a jagged contraction, 3-D x 2-D
 with jagged columns) in float32 and bfloat16, values and gradients against torch's CPU kernel, eager and under
@@ -7,6 +10,8 @@ rows, so sizes here are multiples of 8.)
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
@@ -205,3 +210,178 @@ def test_grouped_mm_takes_sizes_torchs_kernel_refuses():
         TF.grouped_mm(torch.tensor(a), torch.tensor(b), offs=torch.tensor(offs))
     out = F.grouped_mm(lf.tensor(a), lf.tensor(b), offs=lf.tensor(offs)).numpy()
     np.testing.assert_allclose(out, np.concatenate([a[:2] @ b[0], a[2:] @ b[1]]), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- torch.* names that are nn.functional's
+def _pair(a, **kw):
+    return lf.tensor(a, **kw), torch.tensor(a, **kw)
+
+
+TOP = [
+    ("hardshrink", lambda m, x: m.hardshrink(x, 0.5), (np.array([np.nan, 0.5, -0.5, 0.51, -2.0, 0.0]),)),
+    ("prelu", lambda m, x, w: m.prelu(x, w), (np.linspace(-2, 2, 24).reshape(2, 3, 4), np.array([0.1, -0.2, 0.3]))),
+    ("channel_shuffle", lambda m, x: m.channel_shuffle(x, 2), (np.arange(24.0).reshape(1, 4, 2, 3),)),
+    ("cosine_similarity", lambda m, a, b: m.cosine_similarity(a, b, dim=1, eps=1e-8), (np.eye(3), np.ones((3, 3)))),
+    ("pairwise_distance", lambda m, a, b: m.pairwise_distance(a, b, p=3.0, keepdim=True), (np.eye(3), np.ones(3))),
+    ("pdist", lambda m, x: m.pdist(x, p=2), (np.array([[0.0, 1.0], [1.0, 2.0], [3.0, -1.0]]),)),
+    (
+        "conv_tbc",
+        lambda m, x, w, b: m.conv_tbc(x, w, b, 1),
+        (np.ones((6, 2, 3)) * 0.5, np.eye(3)[None] * 2, np.ones(3)),
+    ),
+    (
+        "conv_transpose3d",
+        lambda m, x, w: m.conv_transpose3d(x, w, stride=2, padding=1, output_padding=1),
+        (np.linspace(-1, 1, 2 * 8).reshape(1, 2, 2, 2, 2), np.linspace(-1, 1, 2 * 3 * 27).reshape(2, 3, 3, 3, 3)),
+    ),
+]
+
+
+@pytest.mark.parametrize("name,call,args", TOP, ids=[t[0] for t in TOP])
+def test_top_level_names_match_torch_values_and_grads(name, call, args):
+    ours = [lf.tensor(a, requires_grad=True) for a in args]
+    theirs = [torch.tensor(a, requires_grad=True) for a in args]
+    lo, to = call(lf, *ours), call(torch, *theirs)
+    np.testing.assert_allclose(lo.detach().numpy(), to.detach().numpy(), rtol=1e-6, atol=1e-9)
+    cot = np.random.default_rng(8).standard_normal(tuple(to.shape))
+    (lo * lf.tensor(cot)).sum().backward()
+    (to * torch.tensor(cot)).sum().backward()
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-6, atol=1e-9, err_msg=name)
+
+
+INPLACE = [
+    ("celu_", lambda m, x: m.celu_(x, 0.7)),
+    ("selu_", lambda m, x: m.selu_(x)),
+    ("threshold_", lambda m, x: m.threshold_(x, 0.1, -3.0)),
+    ("rrelu_", lambda m, x: m.rrelu_(x, 0.1, 0.3, False)),
+]
+
+
+@pytest.mark.parametrize("name,call", INPLACE, ids=[t[0] for t in INPLACE])
+def test_top_level_inplace_activations_write_into_their_input_like_torch(name, call):
+    a = np.array([-2.0, -0.1, 0.0, 0.1, 0.2, 3.0])
+    lx, tx = lf.tensor(a), torch.tensor(a)
+    lr, tr = call(lf, lx), call(torch, tx)
+    assert lr is lx and tr is tx
+    np.testing.assert_allclose(lx.numpy(), tx.numpy(), rtol=1e-12)
+
+
+def test_conv_tbc_refuses_wrong_ranks():
+    with pytest.raises(RuntimeError):
+        torch.conv_tbc(torch.ones(3, 2), torch.ones(1, 2, 2), torch.ones(2))
+    with pytest.raises(lf.ShapeError, match="time, batch, channels"):
+        lf.conv_tbc(lf.ones(3, 2), lf.ones(1, 2, 2), lf.ones(2))
+
+
+# ---------------------------------------------------------------- index_reduce
+REDUCES = ["prod", "mean", "amax", "amin"]
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_index_reduce_matches_torch_values_and_grads(reduce, include_self):
+    rng = np.random.default_rng(9)
+    x, src = rng.standard_normal((3, 5, 2)), rng.standard_normal((3, 4, 2))
+    idx = np.array([0, 4, 0, 2])  # 0 twice, 1 and 3 never
+    lx, tx = lf.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ls, ts = lf.tensor(src, requires_grad=True), torch.tensor(src, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch: "index_reduce() is in beta" (once per process)
+        t = torch.index_reduce(tx, 1, torch.tensor(idx), ts, reduce, include_self=include_self)
+    lout = lf.index_reduce(lx, 1, lf.tensor(idx), ls, reduce, include_self=include_self)
+    np.testing.assert_allclose(lout.detach().numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-12)
+    cot = rng.standard_normal(x.shape)
+    (lout * lf.tensor(cot)).sum().backward()
+    (t * torch.tensor(cot)).sum().backward()
+    np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ls.grad.numpy(), ts.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("reduce", REDUCES)
+def test_index_reduce_inplace_on_integers_like_torch(reduce):
+    rng = np.random.default_rng(10)
+    x, src, idx = rng.integers(-5, 5, (5, 3)), rng.integers(-5, 5, (4, 3)), np.array([1, 1, 3, 0])
+    for include_self in (True, False):
+        lx, tx = lf.tensor(x), torch.tensor(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tx.index_reduce_(0, torch.tensor(idx), torch.tensor(src), reduce, include_self=include_self)
+        assert lx.index_reduce_(0, lf.tensor(idx), lf.tensor(src), reduce, include_self=include_self) is lx
+        np.testing.assert_array_equal(lx.numpy(), tx.numpy())
+        assert lx.dtype is lf.int64
+
+
+def test_index_reduce_compiled_equals_torch():
+    x, src, idx = np.arange(6.0).reshape(3, 2), np.full((2, 2), 2.0), np.array([2, 2])
+    fn = lf.compile(lambda a, i, s: lf.index_reduce(a, 0, i, s, "prod"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = torch.tensor(x).index_reduce(0, torch.tensor(idx), torch.tensor(src), "prod")
+    np.testing.assert_array_equal(fn(lf.tensor(x), lf.tensor(idx), lf.tensor(src)).numpy(), t.numpy())
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (dict(reduce="sum"), ValueError, "one of prod, mean, amax or amin"),
+        (dict(idx=[7]), IndexError, "out of bounds"),
+        (dict(src_rows=2), ValueError, "source"),
+    ],
+)
+def test_index_reduce_bad_input(kwargs, error, match):
+    idx = kwargs.get("idx", [1])
+    src = np.ones((kwargs.get("src_rows", len(idx)), 3))
+    with pytest.raises(error if error is not ValueError else (ValueError, RuntimeError)):
+        torch.zeros(5, 3, dtype=torch.float64).index_reduce(
+            0, torch.tensor(idx), torch.tensor(src), kwargs.get("reduce", "prod")
+        )
+    with pytest.raises(error, match=match):
+        lf.zeros(5, 3, dtype=lf.float64).index_reduce(0, lf.tensor(idx), lf.tensor(src), kwargs.get("reduce", "prod"))
+
+
+# ---------------------------------------------------------------- frombuffer and small Tensor methods
+def test_frombuffer_reads_like_torch_and_copies_once():
+    buf = bytearray(np.arange(6, dtype=np.float32).tobytes())
+    for kw in (dict(), dict(count=2, offset=4), dict(offset=8)):
+        ours = lf.frombuffer(buf, dtype=lf.float32, **kw)
+        theirs = torch.frombuffer(buf, dtype=torch.float32, **kw)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    t = lf.frombuffer(buf, dtype=lf.int16, requires_grad=False)
+    assert t.dtype is lf.int16 and t.shape == (12,)
+    ours = lf.frombuffer(buf, dtype=lf.float32)
+    buf[0:4] = np.float32(42).tobytes()  # torch's tensor would show this write; lazyflow copied at ingress
+    assert ours[0].item() == 0.0 and torch.frombuffer(buf, dtype=torch.float32)[0].item() == 42.0
+    assert lf.frombuffer(buf, dtype=lf.float32, requires_grad=True).requires_grad
+
+
+@pytest.mark.parametrize(
+    "data,kw",
+    [
+        (b"", {}),
+        (b"\0" * 8, dict(count=0)),
+        (b"\0" * 8, dict(offset=9)),
+        (b"\0" * 8, dict(offset=2)),
+        (b"\0" * 8, dict(count=3)),
+    ],
+)
+def test_frombuffer_bad_input_raises_torchs_value_error(data, kw):
+    with warnings.catch_warnings(), pytest.raises(ValueError) as theirs:
+        warnings.simplefilter("ignore")
+        torch.frombuffer(bytearray(data), dtype=torch.float32, **kw)
+    with pytest.raises(lf.ValueRangeError) as ours:
+        lf.frombuffer(bytearray(data), dtype=lf.float32, **kw)
+    assert str(ours.value).split("(")[0] == str(theirs.value).split("(")[0]
+
+
+def test_dense_dim_const_data_ptr_module_load_like_torch():
+    for shape in ((), (3,), (2, 3, 4)):
+        assert lf.zeros(shape).dense_dim() == torch.zeros(shape).dense_dim()
+    t = lf.ones(3)
+    assert t.const_data_ptr() == t.data_ptr()
+    for m in (lf, torch):
+        p, other = m.zeros(3), m.ones(3)
+        loaded = p.module_load(other)
+        assert loaded is not p and loaded is not other and p.tolist() == [1.0, 1.0, 1.0]
+        assigned = p.module_load(m.full((3,), 2.0), assign=True)
+        assert assigned.tolist() == [2.0, 2.0, 2.0] and not assigned.requires_grad

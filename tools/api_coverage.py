@@ -55,7 +55,8 @@ OMIT: dict[str, list[tuple[str, str]]] = {
     ],
     "Tensor": [
         (
-            r"(sparse|^to_dense$|^coalesce|^indices$|^values$|^crow_|^col_|^row_|^ccol_|^to_mkldnn|^is_mkldnn)",
+            r"(sparse|^to_dense$|^coalesce|^is_coalesced$|^smm$|^sspaddmm$|^indices$|^values$|^crow_|^col_|^row_|"
+            r"^ccol_|^to_mkldnn|^is_mkldnn)",
             "no sparse/mkldnn layouts",
         ),
         (r"(^q_|quantize|^int_repr|^dequantize|^qscheme)", "quantized tensors are not a dtype here"),
@@ -68,6 +69,11 @@ OMIT: dict[str, list[tuple[str, str]]] = {
             r"^(as_strided|as_strided_|as_strided_scatter|new_empty_strided|set_|is_set_to)$",
             "no strided storage to view or re-point: a tensor is an immutable dense jax array (XLA chooses layouts)",
         ),
+        (
+            r"^to_padded_tensor$",
+            "no nested (jagged) tensors: lazyflow's tensors are dense (pad lists with pad_sequence)",
+        ),
+        (r"^index$", "functorch's first-class dimensions (Tensor.index binds Dim objects): not provided"),
     ],
     "nn": [],
     "nn.functional": [
