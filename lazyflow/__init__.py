@@ -94,6 +94,7 @@ from . import linalg
 from ._linalg_top import *
 from ._runtime import *
 from ._tensor_extras import frombuffer
+from ._householder import geqrf, orgqr, ormqr
 from ._methods import set_printoptions
 from ._legacy import (
     BFloat16Tensor,

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _creation as C
 from . import _functional as F
+from . import _householder as HH
 from . import _linalg_top as LT
 from . import _runtime as RT
 from . import _tensor_extras as TX
@@ -32,7 +33,7 @@ for _n, _f in F.METHODS.items():
 for _n in LT.__all__:
     if _n not in LT.NOT_METHODS:
         setattr(Tensor, _n, getattr(LT, _n))
-for _n, _f in {**LT.METHOD_ONLY, **RT.METHODS, **TX.METHODS}.items():
+for _n, _f in {**LT.METHOD_ONLY, **RT.METHODS, **TX.METHODS, **HH.METHODS}.items():
     setattr(Tensor, _n, _f)
 
 # in-place forms of elementwise ops (relu_, exp_, ...), one generic wrapper per op

@@ -46,6 +46,7 @@ LAYERS = {
     "lazyflow.linalg": 2.82,  # torch.linalg: composites over _functional and the linalg primitives
     "lazyflow._linalg_top": 2.83,  # torch.addmm/inverse/svd(some=)...: top-level names over lf.linalg
     "lazyflow._runtime": 2.84,  # use_deterministic_algorithms, set_default_device, num threads, Tensor.stride...
+    "lazyflow._householder": 2.835,  # geqrf/orgqr/ormqr over ops.householder
     "lazyflow._tensor_extras": 2.845,  # frombuffer; Tensor.hardshrink/dense_dim/const_data_ptr
     "lazyflow._legacy": 2.85,  # torch's legacy constructors (lf.Tensor(2, 3), lf.FloatTensor) and Tensor.type()
     "lazyflow._methods": 2.9,

@@ -1702,6 +1702,9 @@ INTERNAL = {
     "rnn_packed": "nn.RNN/LSTM/GRU on a PackedSequence against torch's, forward and gradients (test_nn_packed)",
     "grouped_mm": "F.grouped_mm against torch's in its four groupings, forward and gradients, eager and compiled "
     "(test_torch_functions_s6)",
+    "geqrf": "lf.geqrf against torch.geqrf, batched and wide/tall (test_torch_functions_s6)",
+    "householder_product": "lf.orgqr against torch.orgqr, values and gradients (test_torch_functions_s6)",
+    "ormqr": "lf.ormqr against torch.ormqr, left/right and transposed, values and gradients (test_torch_functions_s6)",
 }
 
 

@@ -385,3 +385,71 @@ def test_dense_dim_const_data_ptr_module_load_like_torch():
         assert loaded is not p and loaded is not other and p.tolist() == [1.0, 1.0, 1.0]
         assigned = p.module_load(m.full((3,), 2.0), assign=True)
         assert assigned.tolist() == [2.0, 2.0, 2.0] and not assigned.requires_grad
+
+
+# ---------------------------------------------------------------- geqrf / orgqr / ormqr
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4), (4, 1)])
+def test_geqrf_matches_torch(shape):
+    a = np.random.default_rng(11).standard_normal(shape)
+    ta, tt = torch.geqrf(torch.tensor(a))
+    la, lt = lf.geqrf(lf.tensor(a))
+    np.testing.assert_allclose(la.numpy(), ta.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(lt.numpy(), tt.numpy(), rtol=1e-10, atol=1e-12)
+    ma, mt = lf.tensor(a).geqrf()
+    np.testing.assert_array_equal(ma.numpy(), la.numpy())
+
+
+def test_geqrf_of_a_column_already_reduced_has_tau_zero_like_lapack():
+    a = np.array([[2.0, 1.0], [0.0, 3.0], [0.0, 4.0]])
+    ta, tt = torch.geqrf(torch.tensor(a))
+    la, lt = lf.geqrf(lf.tensor(a))
+    assert lt.numpy()[0] == tt.numpy()[0] == 0.0
+    np.testing.assert_allclose(la.numpy(), ta.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_orgqr_and_ormqr_match_torch_values_and_grads():
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((2, 5, 3))
+    ta, tt = torch.geqrf(torch.tensor(a))
+    cases = [("orgqr", None, None)] + [("ormqr", left, tr) for left in (True, False) for tr in (True, False)]
+    for name, left, tr in cases:
+        la = lf.tensor(ta.numpy(), requires_grad=True)
+        lt = lf.tensor(tt.numpy(), requires_grad=True)
+        xa, xt = ta.detach().clone().requires_grad_(), tt.detach().clone().requires_grad_()
+        if name == "orgqr":
+            lo, to = lf.orgqr(la, lt), torch.orgqr(xa, xt)
+        else:
+            c = rng.standard_normal((2, 5, 4) if left else (2, 4, 5))
+            lc, tc = lf.tensor(c, requires_grad=True), torch.tensor(c, requires_grad=True)
+            lo, to = la.ormqr(lt, lc, left, tr), torch.ormqr(xa, xt, tc, left, tr)
+        np.testing.assert_allclose(lo.detach().numpy(), to.detach().numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+        cot = rng.standard_normal(tuple(to.shape))
+        (lo * lf.tensor(cot)).sum().backward()
+        (to * torch.tensor(cot)).sum().backward()
+        np.testing.assert_allclose(la.grad.numpy(), xa.grad.numpy(), rtol=1e-8, atol=1e-10, err_msg=f"{name} {left}")
+        np.testing.assert_allclose(lt.grad.numpy(), xt.grad.numpy(), rtol=1e-8, atol=1e-10, err_msg=f"{name} {left}")
+
+
+def test_householder_functions_compile():
+    a = np.random.default_rng(13).standard_normal((4, 3))
+    ta, tt = torch.geqrf(torch.tensor(a))
+    fn = lf.compile(lambda x: lf.orgqr(*lf.geqrf(x)))
+    np.testing.assert_allclose(fn(lf.tensor(a)).numpy(), torch.orgqr(ta, tt).numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_householder_bad_input_like_torch():
+    with pytest.raises(RuntimeError):
+        torch.geqrf(torch.ones(3, dtype=torch.float64))
+    with pytest.raises(lf.ShapeError, match="at least 2 dimensions"):
+        lf.geqrf(lf.ones(3, dtype=lf.float64))
+    with pytest.raises(RuntimeError):
+        torch.geqrf(torch.ones(3, 3, dtype=torch.int64))
+    with pytest.raises(lf.DTypeError, match="floating point"):
+        lf.geqrf(lf.ones(3, 3, dtype=lf.int64))
+    a, t = lf.geqrf(lf.ones(4, 3, dtype=lf.float64))
+    with pytest.raises(lf.ShapeError, match="other"):
+        lf.ormqr(a, t, lf.ones(3, 2, dtype=lf.float64))
+    with pytest.raises(RuntimeError):
+        torch.ormqr(*torch.geqrf(torch.ones(4, 3, dtype=torch.float64)), torch.ones(3, 2, dtype=torch.float64))
+    with pytest.raises(lf.ShapeError, match="tau"):
+        lf.orgqr(a, lf.ones(2, 3, dtype=lf.float64))

@@ -3,6 +3,7 @@
 from . import (
     creation,
     grouped,
+    householder,
     indexing,
     linalg,
     linalg_extra,
