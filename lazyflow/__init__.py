@@ -93,7 +93,7 @@ from ._functional import *
 from . import linalg
 from ._linalg_top import *
 from ._runtime import *
-from ._tensor_extras import frombuffer
+from ._tensor_extras import frombuffer, thread_safe_generator
 from ._householder import geqrf, orgqr, ormqr
 from ._methods import set_printoptions
 from ._legacy import (

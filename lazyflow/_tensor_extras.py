@@ -1,5 +1,5 @@
-"""``lf.frombuffer`` and a few Tensor methods with one obvious meaning for dense tensors: ``hardshrink``,
-``dense_dim``, ``const_data_ptr``, ``module_load``."""
+"""``lf.frombuffer``, ``lf.thread_safe_generator`` and a few Tensor methods with one obvious meaning for dense
+tensors: ``hardshrink``, ``dense_dim``, ``const_data_ptr``, ``module_load``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ._creation import tensor
 from ._functional import where
 from ._tensor import Tensor
 
-__all__ = ["frombuffer"]
+__all__ = ["frombuffer", "thread_safe_generator"]
 
 
 def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0, requires_grad: bool = False) -> Tensor:
@@ -50,6 +50,12 @@ def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0, requires_grad
         )
     data = np.frombuffer(view, dtype=dtype.np, count=count, offset=offset).copy()
     return tensor(data, dtype=dtype, requires_grad=requires_grad)
+
+
+def thread_safe_generator() -> None:
+    """torch's per-thread generator for DataLoader *thread* workers, else None (the default generator). lazyflow's
+    DataLoader runs its workers in processes (as torch's default), never in threads, so this is always None."""
+    return None
 
 
 def hardshrink(self: Tensor, lambd: float = 0.5) -> Tensor:

@@ -453,3 +453,8 @@ def test_householder_bad_input_like_torch():
         torch.ormqr(*torch.geqrf(torch.ones(4, 3, dtype=torch.float64)), torch.ones(3, 2, dtype=torch.float64))
     with pytest.raises(lf.ShapeError, match="tau"):
         lf.orgqr(a, lf.ones(2, 3, dtype=lf.float64))
+
+
+def test_thread_safe_generator_is_none_outside_thread_workers_like_torch():
+    assert lf.thread_safe_generator() is None and torch.thread_safe_generator() is None
+    assert lf.rand(2, generator=lf.thread_safe_generator()).shape == (2,)  # the default generator serves it
