@@ -98,6 +98,8 @@ from . import linalg, fft
 from ._linalg_top import *
 from ._runtime import *
 from ._spectral import istft, stft
+from ._tensor_extras import frombuffer, thread_safe_generator
+from ._householder import geqrf, orgqr, ormqr
 from ._methods import set_printoptions
 from ._legacy import (
     BFloat16Tensor,
@@ -120,14 +122,26 @@ from .nn.functional import (  # torch.* names that are nn.functional's functions
     adaptive_avg_pool1d,
     avg_pool1d,
     bilinear,
+    celu_,
+    channel_shuffle,
     conv1d,
     conv2d,
     conv3d,
+    conv_tbc,
     conv_transpose1d,
     conv_transpose2d,
+    conv_transpose3d,
+    cosine_similarity,
+    hardshrink,
+    pairwise_distance,
+    pdist,
     pixel_shuffle,
     pixel_unshuffle,
+    prelu,
     relu_,
+    rrelu_,
+    selu_,
+    threshold_,
 )
 from .amp import autocast
 from .graph.nn_graph import Graph as _Graph

@@ -12,9 +12,11 @@ import numpy as np
 
 from . import _creation as C
 from . import _functional as F
+from . import _householder as HH
 from . import _linalg_top as LT
 from . import _runtime as RT
 from . import _spectral as SP
+from . import _tensor_extras as TX
 from ._core import dtypes as D
 from ._core.context import state
 from ._core.errors import AutogradError, GraphError, ValueRangeError, user_frame
@@ -33,7 +35,15 @@ for _n, _f in F.METHODS.items():
 for _n in LT.__all__:
     if _n not in LT.NOT_METHODS:
         setattr(Tensor, _n, getattr(LT, _n))
-for _n, _f in {**LT.METHOD_ONLY, **RT.METHODS, **CX.PROPERTIES, "stft": SP.stft, "istft": SP.istft}.items():
+for _n, _f in {
+    **LT.METHOD_ONLY,
+    **RT.METHODS,
+    **CX.PROPERTIES,
+    "stft": SP.stft,
+    "istft": SP.istft,
+    **TX.METHODS,
+    **HH.METHODS,
+}.items():
     setattr(Tensor, _n, _f)
 
 # in-place forms of elementwise ops (relu_, exp_, ...), one generic wrapper per op

@@ -173,8 +173,8 @@ class _FakeGpu:
 @pytest.fixture
 def fake_gpu(monkeypatch):
     gpu = _FakeGpu()
-    monkeypatch.setattr(lcuda, "devices_of", lambda t: [gpu] if t == "cuda" else [])
-    monkeypatch.setattr(lcuda, "_peak_floor", {})
+    monkeypatch.setattr(lcuda._common, "devices_of", lambda t: [gpu] if t == "cuda" else [])
+    monkeypatch.setattr(lcuda.memory, "_peak_floor", {})
     yield gpu
     lcuda.set_current_index("cuda", 0)
 

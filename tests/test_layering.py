@@ -39,6 +39,7 @@ LAYERS = {
     "lazyflow._functional.search": 2.778,  # searchsorted, histc, unique, cummax, logcumsumexp
     "lazyflow._functional.special": 2.7781,  # acosh, lgamma, xlogy, hypot... and their in-place forms
     "lazyflow._functional.stats": 2.7782,  # median, quantile, mode, cov, histogram, bincount, trapezoid...
+    "lazyflow._functional.reduce_index": 2.77825,  # index_reduce/index_reduce_: a one-hot composite
     "lazyflow._functional.arrange": 2.7783,  # atleast_*d, take/put, *_scatter, diag_embed, index_copy, *_copy...
     "lazyflow._functional.ranges": 2.7784,  # range, logspace, vander, windows, gradient, random_/cauchy_... fills
     "lazyflow._functional": 2.79,
@@ -48,6 +49,8 @@ LAYERS = {
     "lazyflow.fft": 2.835,  # torch.fft: the fft_* primitives with torch's n/s, dim, norm rules
     "lazyflow._spectral": 2.837,  # stft/istft: composites over lf.fft
     "lazyflow._runtime": 2.84,  # use_deterministic_algorithms, set_default_device, num threads, Tensor.stride...
+    "lazyflow._householder": 2.835,  # geqrf/orgqr/ormqr over ops.householder
+    "lazyflow._tensor_extras": 2.845,  # frombuffer; Tensor.hardshrink/dense_dim/const_data_ptr
     "lazyflow._legacy": 2.85,  # torch's legacy constructors (lf.Tensor(2, 3), lf.FloatTensor) and Tensor.type()
     "lazyflow._methods": 2.9,
     "lazyflow.autograd.functional": 2.91,  # jacobian/hessian/vjp/jvp on the tape (stacks rows: above _functional)
@@ -55,6 +58,12 @@ LAYERS = {
     "lazyflow.amp": 2.95,
     "lazyflow.eager": 3,
     "lazyflow.cuda": 3,  # torch.cuda's queries over JAX's GPUs (and cuda.amp over lazyflow.amp)
+    "lazyflow.cuda._common": 3,  # lf.cuda's shared device parsing and its no-GPU errors
+    "lazyflow.cuda._legacy": 3,  # lf.cuda.FloatTensor & co over lazyflow._legacy
+    "lazyflow.cuda._nvml": 3,  # utilization/temperature/power via optional pynvml
+    "lazyflow.cuda.memory": 3,  # torch's memory_stats keys over JAX's allocator counters
+    "lazyflow.cuda.random": 3,  # the RNG calls over lazyflow's one generator
+    "lazyflow.cuda.streams": 3,  # Stream/Event over XLA's one ordered queue per GPU
     "lazyflow.accelerator": 3,
     "lazyflow.backends": 3,
     "lazyflow.graph.trace": 3,

@@ -1771,6 +1771,11 @@ INTERNAL = {
     "rnn": "nn.RNN/LSTM/GRU against torch's layers, forward and gradients (test_nn_rnn)",
     "rnn_cell": "nn.RNNCell/LSTMCell/GRUCell against torch's cells (test_nn_rnn)",
     "rnn_packed": "nn.RNN/LSTM/GRU on a PackedSequence against torch's, forward and gradients (test_nn_packed)",
+    "grouped_mm": "F.grouped_mm against torch's in its four groupings, forward and gradients, eager and compiled "
+    "(test_torch_functions_s6)",
+    "geqrf": "lf.geqrf against torch.geqrf, batched and wide/tall (test_torch_functions_s6)",
+    "householder_product": "lf.orgqr against torch.orgqr, values and gradients (test_torch_functions_s6)",
+    "ormqr": "lf.ormqr against torch.ormqr, left/right and transposed, values and gradients (test_torch_functions_s6)",
 }
 
 

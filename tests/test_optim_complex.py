@@ -78,3 +78,14 @@ def test_complex_parameter_adam_in_a_graph_step_like_torch():
         ll = step(lf.tensor(x), lf.tensor(y))
         np.testing.assert_allclose(ll.item(), tl.item(), rtol=1e-5)
     np.testing.assert_allclose(lw.detach().numpy(), tw.detach().numpy(), rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("name", ["Adafactor", "Muon"])
+def test_optimizers_torch_refuses_complex_for_refuse_it_too(name):
+    tp, lp = torch.nn.Parameter(torch.tensor(P0)), lf.nn.Parameter(lf.tensor(P0))
+    tp.grad, lp.grad = torch.tensor(GRADS[0]), lf.tensor(GRADS[0])
+    with pytest.raises(RuntimeError, match="does not support complex parameters"):
+        getattr(torch.optim, name)([tp], lr=0.1).step()
+    with pytest.raises(RuntimeError, match="does not support complex parameters"):
+        getattr(lf.optim, name)([lp], lr=0.1).step()
+    np.testing.assert_array_equal(lp.detach().numpy(), P0)  # nothing changed

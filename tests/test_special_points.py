@@ -708,6 +708,7 @@ EXEMPT = {
             "matmul",
             "einsum",
             "linear",
+            "grouped_mm",
             "outer",
             "sum",
             "mean",
@@ -742,6 +743,9 @@ EXEMPT = {
             "fft_c2r",
         )
     },
+    "householder_product": "a polynomial in its operands (products of reflectors I - tau v v^T): no kink; "
+    "gradients against torch in tests/test_torch_functions_s6.py",
+    "ormqr": "as householder_product, times another matrix",
     "dropout": "random: the gradient is the drawn mask scaled by 1/(1-p), the same linear map at every point",
     "rnn": "tanh/sigmoid cells are smooth; the relu cell's kink at 0 is "
     "tests/test_nn_rnn.py::test_relu_rnn_gradient_at_zero_like_torch",

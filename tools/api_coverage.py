@@ -55,7 +55,8 @@ OMIT: dict[str, list[tuple[str, str]]] = {
     ],
     "Tensor": [
         (
-            r"(sparse|^to_dense$|^coalesce|^indices$|^values$|^crow_|^col_|^row_|^ccol_|^to_mkldnn|^is_mkldnn)",
+            r"(sparse|^to_dense$|^coalesce|^is_coalesced$|^smm$|^sspaddmm$|^indices$|^values$|^crow_|^col_|^row_|"
+            r"^ccol_|^to_mkldnn|^is_mkldnn)",
             "no sparse/mkldnn layouts",
         ),
         (r"(^q_|quantize|^int_repr|^dequantize|^qscheme)", "quantized tensors are not a dtype here"),
@@ -69,6 +70,11 @@ OMIT: dict[str, list[tuple[str, str]]] = {
             "no strided storage to view or re-point: a tensor is an immutable dense jax array (XLA chooses layouts)",
         ),
         (r"^chalf$", "complex32 (torch's chalf): JAX and XLA have no complex32 dtype (complex64 is the narrowest)"),
+        (
+            r"^to_padded_tensor$",
+            "no nested (jagged) tensors: lazyflow's tensors are dense (pad lists with pad_sequence)",
+        ),
+        (r"^index$", "functorch's first-class dimensions (Tensor.index binds Dim objects): not provided"),
     ],
     "nn": [],
     "nn.functional": [
@@ -82,7 +88,21 @@ OMIT: dict[str, list[tuple[str, str]]] = {
             r"^(nvtx|jiterator|graphs?|CUDAGraph|graph_pool_handle|make_graphed_callables|ipc_collect|"
             r"caching_allocator_.*|memory\._|cudart|check_error|tunable|gds|sparse)",
             "CUDA-runtime specifics",
-        )
+        ),
+        (
+            r"Storage$",
+            "no storages: a tensor is an immutable jax array, with no storage object to construct or share",
+        ),
+        (
+            r"^(CUDAPluggableAllocator|change_current_allocator|get_allocator_backend|MemPool|use_mem_pool|"
+            r"memory_snapshot)$",
+            "XLA owns the GPU allocator: it takes no custom allocator or pool, names no backend, and exposes "
+            "counters (memory_stats) but no segment snapshot",
+        ),
+        (
+            r"^(current_blas_handle|current_solver_handle|GreenContext)$",
+            "cuBLAS/cuSOLVER handles and green contexts belong to the kernels XLA picks and the streams it owns",
+        ),
     ],
 }
 

@@ -19,6 +19,7 @@ from . import (
     inplace,
     linalg,
     ranges,
+    reduce_index,
     reduction,
     search,
     shape,
@@ -34,6 +35,7 @@ from .indexing import *
 from .inplace import *
 from .linalg import *
 from .ranges import *
+from .reduce_index import *
 from .reduction import *
 from .search import *
 from .shape import *
@@ -54,6 +56,7 @@ __all__ = sorted(
         *inplace.__all__,
         *special.__all__,
         *stats.__all__,
+        *reduce_index.__all__,
         *arrange.__all__,
         *ranges.__all__,
     }
@@ -107,6 +110,7 @@ _METHOD_ONLY = {
     **ranges.METHOD_ONLY,
     **stats.METHOD_ONLY,
     **complex_parts.METHOD_ONLY,
+    **reduce_index.METHOD_ONLY,
 }
 
 # lf.<name> functions whose Tensor method _tensor.py defines itself (hot paths: no argument check)

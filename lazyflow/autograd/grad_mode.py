@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import threading
 
 from .._core.context import state
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode"]
+__all__ = [
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "inference_mode",
+    "enforce_grad_layout_policy",
+]
 
 
 def _jax_differentiated():
@@ -24,10 +32,21 @@ def _get() -> bool:
 
 def _set(mode: bool) -> None:
     ctx = _jax_differentiated()
-    if ctx is None:
-        state.grad_enabled = mode
-    else:
+    if ctx is not None:
         ctx.stop = not mode
+    # inside such a trace too: enable_grad() there records the tape (so lf.autograd.grad works inside lf.compile)
+    state.grad_enabled = mode
+
+
+def _save() -> tuple:
+    ctx = _jax_differentiated()
+    return state.grad_enabled, ctx, None if ctx is None else ctx.stop
+
+
+def _restore(saved: tuple) -> None:
+    state.grad_enabled, ctx, stop = saved
+    if ctx is not None:
+        ctx.stop = stop
 
 
 def is_grad_enabled() -> bool:
@@ -40,12 +59,12 @@ class _Mode(contextlib.ContextDecorator):
     _mode = True
 
     def __enter__(self):
-        self._prev = _get()
+        self._prev = _save()
         _set(self._mode)
         return self
 
     def __exit__(self, *exc):
-        _set(self._prev)
+        _restore(self._prev)
         return False
 
     def _recreate_cm(self):
@@ -90,12 +109,12 @@ class set_grad_enabled(_Mode):
     """
 
     def __init__(self, mode: bool):
-        self._prev = _get()
+        self._prev = _save()
         self._mode = bool(mode)
         _set(self._mode)
 
     def __call__(self, func):
-        _set(self._prev)  # undo the switch made by construction
+        _restore(self._prev)  # undo the switch made by construction
         return super().__call__(func)
 
     def _recreate_cm(self):
@@ -104,3 +123,45 @@ class set_grad_enabled(_Mode):
     def __enter__(self):
         _set(self._mode)
         return self
+
+
+_layout = threading.local()  # enforce_grad_layout_policy's flag, per thread as in torch
+
+
+def is_grad_layout_enforced() -> bool:
+    """The flag :class:`enforce_grad_layout_policy` sets in this thread (True unless relaxed)."""
+    return getattr(_layout, "enabled", True)
+
+
+class enforce_grad_layout_policy(contextlib.ContextDecorator):
+    """torch's switch for the gradient layout contract (a ``.grad`` has its parameter's strides), per thread: sets the
+    flag at once; as a context manager it restores the previous flag on exit; as a decorator it leaves the flag alone
+    until the function runs, as in torch.
+
+    lazyflow has one dense layout (a tensor is a jax array: no strides), so every gradient already has its
+    parameter's layout and the contract holds either way: the flag changes no gradient, which is torch's own answer
+    for dense contiguous parameters.
+    """
+
+    def __init__(self, enable: bool = True) -> None:
+        self.prev = is_grad_layout_enforced()
+        self.mode = bool(enable)
+        _layout.enabled = self.mode
+
+    def __call__(self, func):
+        _layout.enabled = self.prev  # undo the switch made by construction
+        return super().__call__(func)
+
+    def _recreate_cm(self):
+        return type(self)(self.mode)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        _layout.enabled = self.prev
+        return False
+
+    def clone(self) -> enforce_grad_layout_policy:
+        """A copy of this switch (torch's ``clone``)."""
+        return type(self)(self.mode)

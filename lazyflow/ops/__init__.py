@@ -4,6 +4,8 @@ from . import (
     complex,
     creation,
     fft,
+    grouped,
+    householder,
     indexing,
     linalg,
     linalg_extra,

@@ -13,6 +13,7 @@ from . import (
     _fold,
     _fractional,
     _grid,
+    _grouped,
     _interpolate,
     _linear,
     _linear_ce,
@@ -32,6 +33,7 @@ from ._embedding_bag import *
 from ._fold import *
 from ._fractional import *
 from ._grid import *
+from ._grouped import *
 from ._interpolate import *
 from ._linear import *
 from ._linear_ce import *
@@ -63,6 +65,7 @@ __all__ = [
         _embedding_bag,
         _linear_ce,
         _fractional,
+        _grouped,
     )
     for n in m.__all__
 ]

@@ -17,7 +17,9 @@ __all__ = [
     "elu",
     "elu_",
     "selu",
+    "selu_",
     "celu",
+    "celu_",
     "gelu",
     "silu",
     "mish",
@@ -32,6 +34,7 @@ __all__ = [
     "logsigmoid",
     "tanhshrink",
     "threshold",
+    "threshold_",
     "softmax",
     "log_softmax",
     "softmin",
@@ -103,6 +106,16 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
         raise ValueError("ZeroDivisionError: alpha cannot be 0 for CELU")
     out = elu(input / alpha) * alpha
     return input.copy_(out) if inplace else out
+
+
+def selu_(input: Tensor) -> Tensor:
+    """In-place :func:`selu` (``torch.selu_``)."""
+    return selu(input, True)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place :func:`celu` (``torch.celu_``)."""
+    return celu(input, alpha, True)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -183,6 +196,11 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     """``value`` where ``input <= threshold``, else ``input`` (NaN stays NaN and keeps its gradient, like torch)."""
     out = _F.where(input <= threshold, value, input)
     return input.copy_(out) if inplace else out
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """In-place :func:`threshold` (``torch.threshold_``)."""
+    return input.copy_(_F.where(input <= threshold, value, input))
 
 
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype=None) -> Tensor:

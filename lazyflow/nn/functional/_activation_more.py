@@ -45,9 +45,8 @@ def _finish(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    """``x`` where ``|x| > lambd``, else 0."""
-    x = _tensor("hardshrink", input)
-    return _F.where(x.abs() > lambd, x, 0.0)
+    """``x`` where ``|x| > lambd``, else 0 (NaN stays NaN, as in torch): ``Tensor.hardshrink``."""
+    return _tensor("hardshrink", input).hardshrink(lambd)
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:

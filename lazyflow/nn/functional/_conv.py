@@ -24,6 +24,7 @@ __all__ = [
     "conv_transpose1d",
     "conv_transpose2d",
     "conv_transpose3d",
+    "conv_tbc",
     "max_pool1d",
     "max_pool2d",
     "avg_pool1d",
@@ -155,6 +156,22 @@ def conv1d(
         DTypeError: non-floating tensors.
     """
     return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_tbc(input: Tensor, weight: Tensor, bias: Tensor, pad: int = 0) -> Tensor:
+    """A 1-D convolution over ``(time, batch, channels)`` input (``torch.conv_tbc``): ``weight`` is ``(kernel width,
+    in_channels, out_channels)``, ``bias`` ``(out_channels,)``, ``pad`` zero time steps on each side.
+
+    Raises:
+        ShapeError: ``input`` not 3-D, or shapes that do not fit (as :func:`conv1d`).
+    """
+    if input.ndim != 3 or weight.ndim != 3 or bias.ndim != 1:
+        raise ShapeError(
+            f"conv_tbc: expected input (time, batch, channels), weight (width, in, out) and bias (out,), got "
+            f"{list(input.shape)}, {list(weight.shape)} and {list(bias.shape)}"
+        )
+    y = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
+    return y.permute(2, 0, 1)
 
 
 def conv2d(
