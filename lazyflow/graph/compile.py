@@ -37,8 +37,8 @@ import numpy as np
 from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
 from .._core.checks import failure, index_checks_enabled, summarize
-from .._core.dtypes import get_default_dtype
 from .._core.context import state
+from .._core.dtypes import get_default_dtype
 from .._core.errors import AutogradError, GraphError, NotSupportedError
 from .._core.placement import sharding_of
 from .._core.refs import owned

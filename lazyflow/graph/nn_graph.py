@@ -25,8 +25,8 @@ import jax.numpy as jnp
 from .._core import dtypes as D
 from .._core.context import state
 from .._core.errors import GraphError
-from ..amp import _AutocastInterpreter
 from .._tensor import _publish
+from ..amp import _AutocastInterpreter
 from ..nn.module import Module
 from ..optim.optimizer import Optimizer
 from .compile import CompiledFunction, _IdSet
