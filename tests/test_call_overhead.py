@@ -419,3 +419,21 @@ def test_compile_replay_sees_grad_mode_default_dtype_and_arguments():
         finally:
             lf.set_default_dtype(old)
         assert cf(lf.ones(3), 3.0).dtype == lf.float32
+
+
+def test_graph_replay_reads_a_tensor_lr_changed_in_place():
+    """A hyperparameter that can change without a new object (a Tensor lr filled in place) is read every call."""
+    torch, m, opt, tm, topt = _torch_pair()
+    lr = lf.tensor(0.1)
+    opt.param_groups[0]["lr"] = lr
+    step = CEStep(m, opt)
+    for i in range(6):
+        if i == 3:
+            lr.fill_(0.02)
+            topt.param_groups[0]["lr"] = 0.02
+        xs, ys = _batch(seed=i)
+        loss, _ = step(lf.tensor(xs), lf.tensor(ys))
+        tloss, _ = _torch_step(torch, tm, topt, xs, ys)
+        np.testing.assert_allclose(loss.item(), tloss, rtol=1e-5, atol=1e-6)
+        _same(m, tm)
+    assert step.cache_info().traces == 1

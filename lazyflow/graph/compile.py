@@ -60,6 +60,8 @@ CompileInfo = namedtuple("CompileInfo", "traces compiles hits variants fallbacks
 warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
 _PY_SCALARS = frozenset((float, int, bool, complex))
 _NO_AUX = (None, None)
+_NO_REPLAY_AUX = ([], [], None, [])  # never mutated (the pipeline builds new lists)
+_NO_STATE: list = []  # a plain function's own state: none (one list, so that calls can compare it by identity)
 _RETRY = object()  # _run: the call must run again (see there)
 _MISS = object()  # _replay_call: the last call's variant does not apply, take the keyed path
 _meta_of_t = operator.attrgetter("_meta")
@@ -236,8 +238,9 @@ class CompiledFunction:
 
     # -- hooks (see the module docstring); CompiledModule overrides the state ones, nn.Graph all of them
     def _state(self) -> tuple[list[Tensor], int]:
-        """The program's own state tensors (no duplicates) and how many leading ones are carried."""
-        return [], 0
+        """The program's own state tensors (no duplicates) and how many leading ones are carried. The same list
+        object while nothing changed (a replayed call compares it by identity); never mutated by the pipeline."""
+        return _NO_STATE, 0
 
     def _aux(self):
         """``(donated, kept)`` array pytrees. A donated leaf referenced by more than its owner's slot and the
@@ -446,9 +449,10 @@ class CompiledFunction:
 
     # -- replay: the last call's variant, when nothing that chose it changed
     def _replay_aux(self):
-        """``(donated leaves, kept pytree)`` for a replayed call, or ``None`` when that cannot be told cheaply (the
-        keyed path then runs). Only called when :meth:`_aux` has nothing to pass (overridden by nn.Graph)."""
-        return [], None
+        """``(donated leaves, kept leaves, kept structure, kept leaves' keys)`` for a replayed call, or ``None`` when
+        that cannot be told cheaply (the keyed path then runs). The base class has no auxiliary inputs
+        (nn.Graph overrides it)."""
+        return _NO_REPLAY_AUX
 
     def _replay_after(self, aux_leaves) -> None:
         """``_after`` for a replayed call, given the program's flat auxiliary outputs."""
@@ -482,17 +486,12 @@ class CompiledFunction:
         aux = self._replay_aux()
         if aux is None:
             return _MISS
-        d_leaves, kept = aux
+        d_leaves, k_leaves, k_tree, k_keys = aux
         del aux
-        if kept is None:
-            k_leaves = []
-        else:
-            k_leaves, k_tree = jax.tree_util.tree_flatten(kept)
-            if k_tree != r.k_tree or [_aux_key(a) for a in k_leaves] != r.k_keys:
-                return _MISS
-        del kept
+        if k_tree != r.k_tree or k_keys != r.k_keys:
+            return _MISS
         self._hits += 1
-        return self._run(r.v, tensor_leaves, all_state, d_leaves, k_leaves, r.k_tree is not None, replay=True)
+        return self._run(r.v, tensor_leaves, all_state, d_leaves, k_leaves, k_tree is not None, replay=True)
 
     def _check_spmd(self, connect: bool) -> None:
         if self.config.mesh is not None:

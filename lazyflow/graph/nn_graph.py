@@ -29,7 +29,7 @@ from .._tensor import _publish
 from ..amp import _AutocastInterpreter
 from ..nn.module import Module
 from ..optim.optimizer import Optimizer
-from .compile import CompiledFunction, _IdSet
+from .compile import CompiledFunction, _aux_key, _IdSet
 from .functionalize import flatten_out, set_traced, traced
 from .mesh_config import MeshConfig
 from .module import TreeCache
@@ -199,7 +199,10 @@ class _StepProgram(CompiledFunction):
         if not f.valid(opts, self._opt_params):
             self._flat = None
             return None
-        return list(map(_value_of_t, f.tensors)), [opt.functional_hyperparams() for opt, _ in opts]
+        hy = f.hyper
+        if hy is None or not hy.same(opts):
+            hy = f.hyper = _Hyper(opts)
+        return list(map(_value_of_t, f.tensors)), hy.leaves, hy.tree, hy.keys
 
     def _replay_after(self, aux_leaves) -> None:
         for t, a in zip(self._flat.tensors if self._flat is not None else (), aux_leaves):
@@ -252,7 +255,7 @@ class _FlatOptState:
     without state that would still get none. A replayed call reads the arrays from these Tensors and writes the
     program's new state back into them (what ``load_functional_state`` does, without the dicts)."""
 
-    __slots__ = ("tensors", "metas", "guards")
+    __slots__ = ("tensors", "metas", "guards", "hyper")
 
     @classmethod
     def build(cls, opts, opt_params, replay) -> _FlatOptState | None:
@@ -266,7 +269,7 @@ class _FlatOptState:
         if any(a.shape != k[0] or a.dtype != k[1] for a, k in zip(leaves, aux[2])):
             return None
         self = cls()
-        self.tensors, self.guards = [], []
+        self.tensors, self.guards, self.hyper = [], [], None
         for (opt, _), ps, st in zip(opts, opt_params, states):
             table = opt.state
             dicts = list(map(table.get, ps))
@@ -302,6 +305,55 @@ class _FlatOptState:
             ):
                 return False
         return list(map(_meta_of_t, self.tensors)) == self.metas
+
+
+_IMMUTABLE = frozenset((float, int, bool, str, type(None)))
+
+
+class _Hyper:
+    """The optimizers' ``functional_hyperparams()``, flat, and the param groups they were read from: reused while
+    every group is the same dict holding the same objects, all of them immutable numbers, strings or tuples of
+    them (a Tensor or list value, which can change in place, is read every call)."""
+
+    __slots__ = ("leaves", "tree", "keys", "groups")
+
+    def __init__(self, opts) -> None:
+        kept = [opt.functional_hyperparams() for opt, _ in opts]
+        self.leaves, self.tree = jax.tree_util.tree_flatten(kept)
+        self.keys = [_aux_key(a) for a in self.leaves]
+        groups = []
+        for opt, _ in opts:
+            if type(opt).functional_hyperparams is not Optimizer.functional_hyperparams:
+                self.groups = None
+                return
+            pg = opt.param_groups
+            for g in pg:
+                for k, v in g.items():
+                    if k not in ("params", "param_names") and not _immutable(v):
+                        self.groups = None
+                        return
+            groups.append((pg, list(pg), [(list(g.values()), len(g["params"])) for g in pg]))
+        self.groups = groups
+
+    def same(self, opts) -> bool:
+        groups = self.groups
+        if groups is None or len(groups) != len(opts):
+            return False
+        for (opt, _), (pg, dicts, snaps) in zip(opts, groups):
+            if opt.param_groups is not pg or len(pg) != len(dicts):
+                return False
+            for g, g0, (vals, n) in zip(pg, dicts, snaps):
+                if g is not g0 or len(g) != len(vals) or len(g["params"]) != n:
+                    return False
+                if not all(map(operator.is_, g.values(), vals)):
+                    return False
+        return True
+
+
+def _immutable(v) -> bool:
+    if type(v) is tuple:
+        return all(type(x) in _IMMUTABLE for x in v)
+    return type(v) in _IMMUTABLE
 
 
 class Graph:
