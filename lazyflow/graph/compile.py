@@ -2,10 +2,13 @@
 
 A compiled callable keeps a bounded LRU of *variants*, one per signature: the structure of the arguments, each
 tensor argument's (shape, dtype, placement), Python arguments by value, the state tensors' metas, which of them
-need gradients, the structure and array shapes of the auxiliary inputs, the train/eval flags of the module tree
-and the mesh. A variant is traced once through the op table (:func:`.functionalize.trace_pure`) and jitted;
-parameters, buffers and tensors captured from outside are *inputs* of the program (never constants), so eager
-updates, ``load_state_dict`` and optimizer steps are seen without retracing. State written by the program comes
+need gradients, the structure and array shapes of the auxiliary inputs, the train/eval flags of the module tree,
+the mesh, the index-check switch and the default dtype. A call whose inputs match the last call's in every one of
+these (compared field by field against a :class:`_Replay` record, most by identity) *replays* that variant without
+building or hashing the key; anything that differs takes the keyed path. A variant is traced once through the op
+table (:func:`.functionalize.trace_pure`) and jitted; parameters, buffers and tensors captured from outside are
+*inputs* of the program (never constants), so eager updates, ``load_state_dict`` and optimizer steps are seen
+without retracing. State written by the program comes
 back as outputs and is written into the same tensor objects by one loop; the random-number offset advances by the
 number of draws traced. With gradients enabled (``lf.compile``) the forward runs as one compiled ``jax.vjp`` and the
 tape gets a single node whose backward is the compiled VJP of the whole forward. Index checks that need values
