@@ -141,6 +141,32 @@ def _jax_mlp_step(xs, ys):
     return run, compile_s
 
 
+def _mlp_forwards(xs):
+    """The MLP's forward (inference, no gradients) as ``lf.compile(model)`` and as ``jax.jit`` of the same function
+    of the same arrays: the per-call overhead of a compiled forward (issue 14: <= 1.1x)."""
+    import jax
+    import jax.numpy as jnp
+
+    import lazyflow as lf
+
+    lf.manual_seed(0)
+    m = build(lf.nn, "mlp")
+    cm = lf.compile(m)
+    x = lf.tensor(xs)
+    w1, b1, w2, b2 = (p.jax() for p in m.parameters())
+    xj = x.jax()
+    jf = jax.jit(lambda w1, b1, w2, b2, x: jnp.maximum(x @ w1.T + b1, 0) @ w2.T + b2)
+
+    def lf_fwd():
+        with lf.no_grad():
+            cm(x).jax().block_until_ready()
+
+    def jax_fwd():
+        jf(w1, b1, w2, b2, xj).block_until_ready()
+
+    return lf_fwd, jax_fwd
+
+
 def bench_case(key, quick: bool, with_torch_compile: bool) -> dict:
     name, shape, opt_name, classes = CASES[key]
     rng = np.random.default_rng(0)
@@ -163,6 +189,11 @@ def bench_case(key, quick: bool, with_torch_compile: bool) -> dict:
         jrun, jcompile = _jax_mlp_step(xs, ys)
         res["jax_jit"] = timeit(jrun, number=number, repeat=repeat)
         res["jax_jit_compile_s"] = jcompile
+        lf_fwd, jax_fwd = _mlp_forwards(xs)
+        lf_fwd()
+        jax_fwd()
+        res["lf_compile_fwd"] = timeit(lf_fwd, number=number, repeat=repeat)
+        res["jax_jit_fwd"] = timeit(jax_fwd, number=number, repeat=repeat)
     if with_torch_compile and name == "mlp":
         import torch
 

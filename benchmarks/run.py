@@ -273,6 +273,18 @@ def _adapt_graph(res) -> list[Row]:
                     "<= 1.1x (#4)",
                 )
             )
+        if "lf_compile_fwd" in r:
+            rows.append(
+                Row(
+                    "graph",
+                    f"{case} forward, lf.compile",
+                    "jax.jit forward",
+                    r["lf_compile_fwd"],
+                    r["jax_jit_fwd"],
+                    1.1,
+                    "<= 1.1x (#14)",
+                )
+            )
         if "lf_eager" in r:
             rows.append(
                 Row("graph", f"{case} step, lf eager", "torch eager", r["lf_eager"], r.get("torch"), e_bound, e_text)

@@ -37,8 +37,10 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     """
     if isinstance(input, Tensor) and isinstance(other, Tensor):  # hot path: plain 2-D product, shapes that fit
         sa, sb = input._meta[0], other._meta[0]
-        if len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0]:
-            return state.interp.apply(_MATMUL, (input, other), ())
+        if len(sa) == 2 and len(sb) == 2:
+            (_, ka), (kb, _) = sa, sb  # unpacked in C (Size's indexing is a Python method)
+            if ka == kb:
+                return state.interp.apply(_MATMUL, (input, other), ())
     a, b = _t(input), _t(other)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(

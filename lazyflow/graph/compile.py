@@ -2,10 +2,13 @@
 
 A compiled callable keeps a bounded LRU of *variants*, one per signature: the structure of the arguments, each
 tensor argument's (shape, dtype, placement), Python arguments by value, the state tensors' metas, which of them
-need gradients, the structure and array shapes of the auxiliary inputs, the train/eval flags of the module tree
-and the mesh. A variant is traced once through the op table (:func:`.functionalize.trace_pure`) and jitted;
-parameters, buffers and tensors captured from outside are *inputs* of the program (never constants), so eager
-updates, ``load_state_dict`` and optimizer steps are seen without retracing. State written by the program comes
+need gradients, the structure and array shapes of the auxiliary inputs, the train/eval flags of the module tree,
+the mesh, the index-check switch and the default dtype. A call whose inputs match the last call's in every one of
+these (compared field by field against a :class:`_Replay` record, most by identity) *replays* that variant without
+building or hashing the key; anything that differs takes the keyed path. A variant is traced once through the op
+table (:func:`.functionalize.trace_pure`) and jitted; parameters, buffers and tensors captured from outside are
+*inputs* of the program (never constants), so eager updates, ``load_state_dict`` and optimizer steps are seen
+without retracing. State written by the program comes
 back as outputs and is written into the same tensor objects by one loop; the random-number offset advances by the
 number of draws traced. With gradients enabled (``lf.compile``) the forward runs as one compiled ``jax.vjp`` and the
 tape gets a single node whose backward is the compiled VJP of the whole forward. Index checks that need values
@@ -25,6 +28,7 @@ What a subclass adds (``lf.nn.Graph``: backward and the optimizers' ``functional
 
 from __future__ import annotations
 
+import operator
 import time
 import warnings
 from collections import OrderedDict, namedtuple
@@ -37,6 +41,7 @@ from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
 
 from .._core.checks import failure, index_checks_enabled, summarize
 from .._core.context import state
+from .._core.dtypes import get_default_dtype
 from .._core.errors import AutogradError, GraphError, NotSupportedError
 from .._core.placement import sharding_of
 from .._core.refs import owned
@@ -58,7 +63,13 @@ CompileInfo = namedtuple("CompileInfo", "traces compiles hits variants fallbacks
 warnings.filterwarnings("ignore", message="Some donated buffers were not usable")
 _PY_SCALARS = frozenset((float, int, bool, complex))
 _NO_AUX = (None, None)
+_NO_REPLAY_AUX = ([], [], None, [])  # never mutated (the pipeline builds new lists)
+_NO_STATE: list = []  # a plain function's own state: none (one list, so that calls can compare it by identity)
 _RETRY = object()  # _run: the call must run again (see there)
+_MISS = object()  # _replay_call: the last call's variant does not apply, take the keyed path
+_meta_of_t = operator.attrgetter("_meta")
+_rg_of_t = operator.attrgetter("_rg")
+_value_of_t = operator.attrgetter("_value")
 
 _is_tensor = lambda x: isinstance(x, Tensor)
 
@@ -158,6 +169,31 @@ class _CallEntry:
         )
 
 
+class _Replay:
+    """What the last call's variant was chosen by, in the form a call can compare cheaply (lists compared with
+    ``==``: identity first, element by element, in C). A call that matches every field runs that variant without
+    building and hashing the key (:meth:`CompiledFunction._replay_call`)."""
+
+    __slots__ = (
+        "v",
+        "key",
+        "tree",
+        "leaf_keys",
+        "arg_rg",
+        "grad",
+        "checks",
+        "dtype",
+        "own",
+        "lifted",
+        "all_state",
+        "metas",
+        "rg",
+        "extra",
+        "k_tree",
+        "k_keys",
+    )
+
+
 class CompiledFunction:
     """A compiled plain function of tensors (see :func:`lazyflow.compile`), and the pipeline every compiled
     program runs on (see the module docstring)."""
@@ -191,6 +227,7 @@ class CompiledFunction:
         self._checked = 0  # calls whose deferred index checks were read back on the host
         self._warned = False
         self._last_key = None
+        self._replay: _Replay | None = None  # the last call's variant and what chose it
         self._lifted: list[Tensor] = []  # tensors captured from outside, lifted to inputs
         self._debug = 0
         self.__wrapped__ = fn
@@ -204,8 +241,9 @@ class CompiledFunction:
 
     # -- hooks (see the module docstring); CompiledModule overrides the state ones, nn.Graph all of them
     def _state(self) -> tuple[list[Tensor], int]:
-        """The program's own state tensors (no duplicates) and how many leading ones are carried."""
-        return [], 0
+        """The program's own state tensors (no duplicates) and how many leading ones are carried. The same list
+        object while nothing changed (a replayed call compares it by identity); never mutated by the pipeline."""
+        return _NO_STATE, 0
 
     def _aux(self):
         """``(donated, kept)`` array pytrees. A donated leaf referenced by more than its owner's slot and the
@@ -304,7 +342,7 @@ class CompiledFunction:
                 self._build(v, tree, leaves, all_state)
                 arg_vals = [jax.ShapeDtypeStruct((b, *x.shape[1:]), x._value.dtype) for x in tensors]
                 kernel: Any = v.kernel
-                jx = kernel.trace([], [t._value for t in all_state], None, None, arg_vals, seed, offset).jaxpr
+                jx = kernel.trace([], [t._value for t in all_state], [], [], arg_vals, seed, offset).jaxpr
                 traced.append((jx, v.info))
             (j1, i1), (j2, i2) = traced
             if i1["n_rng"] != i2["n_rng"]:
@@ -331,6 +369,12 @@ class CompiledFunction:
         return fam
 
     def _call(self, args, kwargs, leaves, tree):
+        r = self._replay
+        if r is not None:
+            out = self._replay_call(r, leaves, tree)
+            if out is not _MISS:
+                return out
+        self._replay = None
         own, n_carry = self._state()
         lifted = self._lifted
         all_state = own + lifted if lifted else own
@@ -339,10 +383,11 @@ class CompiledFunction:
             leaves = self.config._place([t for t in own if t in ps], [t for t in all_state if t not in ps], leaves)
         aux = self._aux()
         if aux is _NO_AUX:
-            d_leaves, d_tree, k_leaves, k_tree = (), None, (), None
+            d_leaves, d_tree, k_leaves, k_tree = [], None, [], None
         else:
             d_leaves, d_tree = jax.tree_util.tree_flatten(aux[0])
             k_leaves, k_tree = jax.tree_util.tree_flatten(aux[1])
+        del aux
         tensor_leaves = [x for x in leaves if isinstance(x, Tensor)]
         connect = False
         if self._trace_grad or state.grad_enabled:
@@ -353,24 +398,29 @@ class CompiledFunction:
             connect = not self._trace_grad and bool(diff[0] or diff[1])
         else:
             diff = None
+        leaf_keys = [_leaf_key(x) for x in leaves]
+        extra = self._extra_key()
+        k_keys = [_aux_key(a) for a in k_leaves]
         key = (
             tree,
-            tuple(_leaf_key(x) for x in leaves),
+            tuple(leaf_keys),
             (n_carry, tuple(t._meta for t in all_state)),
             (diff, connect),
-            self._extra_key(),
-            (d_tree, k_tree, tuple(_aux_key(a) for a in d_leaves), tuple(_aux_key(a) for a in k_leaves)),
+            extra,
+            (d_tree, k_tree, tuple(_aux_key(a) for a in d_leaves), tuple(k_keys)),
             self.config._mesh_key(),
             index_checks_enabled(),
             self._spmd,
+            get_default_dtype(),
         )
         if self._spmd:
             self._check_spmd(connect)
         donates = bool(n_carry or d_leaves) and not self._spmd  # (shard_map programs donate nothing)
-        del d_leaves  # it references the buffers too: gone before the donation check
         v = self._variants.get(key)
         if v is None:
-            v = self._new_variant(key, tree, leaves, all_state, _Variant(n_carry, diff, connect, donates))
+            v = self._new_variant(
+                key, tree, leaves, all_state, (d_tree, k_tree), _Variant(n_carry, diff, connect, donates)
+            )
             if v is None:
                 self._fallbacks += 1
                 return self._eager_call(args, kwargs)
@@ -378,7 +428,7 @@ class CompiledFunction:
             self._variants.move_to_end(key)
             self._hits += 1
         try:
-            out = self._run(v, tensor_leaves, all_state, aux)
+            out = self._run(v, tensor_leaves, all_state, d_leaves, k_leaves, d_tree is not None)
         except NeedsSpmd:
             if self._spmd:
                 raise
@@ -389,7 +439,62 @@ class CompiledFunction:
             return self._call(args, kwargs, leaves, tree)
         if out is _RETRY:  # captured tensors that need gradients are inputs now: run the call again with them
             return self._call(args, kwargs, leaves, tree)
+        if self.config.mesh is None and not self._spmd and key in self._variants:
+            r = _Replay()
+            r.v, r.key, r.tree, r.leaf_keys = v, key, tree, leaf_keys
+            r.arg_rg = [x._rg for x in tensor_leaves] if (state.grad_enabled and not self._trace_grad) else None
+            r.grad, r.checks, r.dtype = state.grad_enabled, index_checks_enabled(), get_default_dtype()
+            r.own, r.lifted, r.all_state = own, lifted, all_state
+            r.metas, r.rg = list(map(_meta_of_t, all_state)), list(map(_rg_of_t, all_state))
+            r.extra, r.k_tree, r.k_keys = extra, k_tree, k_keys
+            self._replay = r
         return out
+
+    # -- replay: the last call's variant, when nothing that chose it changed
+    def _replay_aux(self):
+        """``(donated leaves, kept leaves, kept structure, kept leaves' keys)`` for a replayed call, or ``None`` when
+        that cannot be told cheaply (the keyed path then runs). The base class has no auxiliary inputs
+        (nn.Graph overrides it)."""
+        return _NO_REPLAY_AUX
+
+    def _replay_after(self, aux_leaves) -> None:
+        """``_after`` for a replayed call, given the program's flat auxiliary outputs."""
+
+    def _replay_call(self, r: _Replay, leaves, tree):
+        """Run the last call's variant if every input of its key is unchanged: the argument structure and metas,
+        grad mode, index-check switch, default dtype, the state list (same tensors, metas, requires_grad),
+        ``_extra_key`` (train/eval flags, Graph config), and the auxiliary inputs' structure. Anything else:
+        ``_MISS``."""
+        if (
+            tree != r.tree
+            or state.grad_enabled is not r.grad
+            or index_checks_enabled() is not r.checks
+            or get_default_dtype() is not r.dtype
+            or self.config.mesh is not None
+        ):
+            return _MISS
+        own, _ = self._state()
+        if own is not r.own or self._lifted is not r.lifted:
+            return _MISS
+        all_state = r.all_state
+        if list(map(_meta_of_t, all_state)) != r.metas or list(map(_rg_of_t, all_state)) != r.rg:
+            return _MISS
+        if [x._meta if isinstance(x, Tensor) else _leaf_key(x) for x in leaves] != r.leaf_keys:
+            return _MISS
+        tensor_leaves = [x for x in leaves if isinstance(x, Tensor)]
+        if r.arg_rg is not None and list(map(_rg_of_t, tensor_leaves)) != r.arg_rg:
+            return _MISS
+        if self._extra_key() != r.extra:
+            return _MISS
+        aux = self._replay_aux()
+        if aux is None:
+            return _MISS
+        d_leaves, k_leaves, k_tree, k_keys = aux
+        del aux
+        if k_tree != r.k_tree or k_keys != r.k_keys:
+            return _MISS
+        self._hits += 1
+        return self._run(r.v, tensor_leaves, all_state, d_leaves, k_leaves, k_tree is not None, replay=True)
 
     def _check_spmd(self, connect: bool) -> None:
         if self.config.mesh is not None:
@@ -404,7 +509,7 @@ class CompiledFunction:
                 "inside the compiled step (lf.nn.Graph, where DistributedDataParallel averages the gradients)"
             )
 
-    def _new_variant(self, key, tree, leaves, all_state, v):
+    def _new_variant(self, key, tree, leaves, all_state, aux_trees, v):
         if self._recompile_limit is not None and self._compiles >= self._recompile_limit:
             what = _what_changed(self._last_key, key)
             if not self._warned:
@@ -421,7 +526,7 @@ class CompiledFunction:
                     f"{what}; raise the limit with lf.compile(..., recompile_limit=N)"
                 )
             return None
-        self._build(v, tree, leaves, all_state)
+        self._build(v, tree, leaves, all_state, aux_trees)
         self._compiles += 1
         self._last_key = key
         self._variants[key] = v
@@ -429,8 +534,11 @@ class CompiledFunction:
             self._variants.popitem(last=False)
         return v
 
-    def _build(self, v, tree, leaves, all_state):
+    def _build(self, v, tree, leaves, all_state, aux_trees=(None, None)):
+        """Trace-on-first-call programs for ``v``. The auxiliary inputs travel as flat leaf lists (``aux_trees``:
+        their structures, part of the key) and the auxiliary outputs come back flat (``info["aux_tree"]``)."""
         fn, body, where = self._fn, self._body, self._where
+        d_tree, k_tree = aux_trees
         info = {}
         readonly = {id(t) for t in self._lifted}
         n_carry, n_state = v.n_carry, len(all_state)
@@ -444,8 +552,10 @@ class CompiledFunction:
             args, kwargs = jax.tree_util.tree_unflatten(tree, wrap_args(leaves, arg_vals))
             return fn(*args, **kwargs)
 
-        def pure(state_vals, donated, kept, arg_vals, seed, offset):
+        def pure(state_vals, d_leaves, k_leaves, arg_vals, seed, offset):
             self._traces += 1
+            donated = None if d_tree is None else jax.tree_util.tree_unflatten(d_tree, d_leaves)
+            kept = None if k_tree is None else jax.tree_util.tree_unflatten(k_tree, k_leaves)
             out_vals, out_tree, new_state, n_rng, captured, aux_out, deferred = trace_pure(
                 lambda: body(call, arg_vals, donated, kept),
                 all_state,
@@ -475,14 +585,16 @@ class CompiledFunction:
                     jax.lax.with_sharding_constraint(x, shardings[i]) if shardings[i] is not None else x
                     for i, x in zip(written, new)
                 ]
+            aux_leaves, aux_tree = jax.tree_util.tree_flatten(aux_out)
             info.update(
+                aux_tree=aux_tree,
                 out_tree=out_tree,
                 n_rng=n_rng,
                 written=written,
                 captured=captured,
                 messages=tuple((c.message, c.error) for c in deferred),
             )
-            return out_vals, (new, aux_out, summary)
+            return out_vals, (new, aux_leaves, summary)
 
         def kernel(carried, rest, donated, kept, arg_vals, seed, offset):
             out_vals, (new, aux_out, summary) = pure(list(carried) + list(rest), donated, kept, arg_vals, seed, offset)
@@ -512,9 +624,10 @@ class CompiledFunction:
 
             v.fwd = jax.jit(fwd)
 
-    def _run(self, v, tensor_leaves, all_state, aux):
-        donated, kept = aux
-        arg_vals = [x._value for x in tensor_leaves]
+    def _run(self, v, tensor_leaves, all_state, d_leaves, k_leaves, has_aux, replay=False):
+        """Run variant ``v``: ``d_leaves``/``k_leaves`` are the donated/kept auxiliary inputs, flat (the caller's
+        lists hold the only other reference to each donated array besides its owner)."""
+        arg_vals = list(map(_value_of_t, tensor_leaves))
         seed, offset = rng_inputs()
         first = v.out_tree is None
         t0 = time.perf_counter()
@@ -522,38 +635,46 @@ class CompiledFunction:
         if v.connect:
             diff_tensors = [all_state[i] for i in v.diff[0]] + [tensor_leaves[i] for i in v.diff[1]]
             outs, new, aux_out, vjp_fn, summary = v.fwd(
-                [t._value for t in diff_tensors], [t._value for t in all_state], donated, kept, arg_vals, seed, offset
+                list(map(_value_of_t, diff_tensors)),
+                list(map(_value_of_t, all_state)),
+                d_leaves,
+                k_leaves,
+                arg_vals,
+                seed,
+                offset,
             )
             if v.bwd is None:
                 v.bwd = _make_bwd(outs)
         else:
             n = v.n_carry
-            rest = [t._value for t in all_state[n:]]
+            rest = list(map(_value_of_t, all_state[n:]))
             if v.donates:  # a buffer something else holds (an alias, a snapshot...) is donated as a copy
-                carried = owned([t._value for t in all_state[:n]])
-                d_leaves, d_tree = jax.tree_util.tree_flatten(donated)
-                del donated
-                donated = jax.tree_util.tree_unflatten(d_tree, owned(d_leaves, holders=2))
-                del d_leaves
+                carried = owned(list(map(_value_of_t, all_state[:n])))
+                donated = owned(d_leaves)
             else:
-                carried = [t._value for t in all_state[:n]]
-            call_args = (carried, rest, donated, kept, arg_vals, seed, offset)
-            del carried, rest, donated
+                carried = list(map(_value_of_t, all_state[:n]))
+                donated = d_leaves
+            del d_leaves
+            call_args = (carried, rest, donated, k_leaves, arg_vals, seed, offset)
             spmd = isinstance(v.kernel, SpmdProgram)
             if first and v.check is None and not spmd:
                 traced = v.kernel.trace(*call_args)  # the trace says whether the program checks values
                 if v.info["messages"]:
                     v.check = _check_program(traced.jaxpr)
+                del traced
             if v.check is not None:
                 # a program of the checks alone (XLA drops the rest) runs first: a failed check raises before the
                 # step, so nothing is donated or changed -- torch raises before updating anything too
                 self._checked += 1
                 run, inputs = v.check
-                leaves = jax.tree_util.tree_leaves(call_args)
-                error = failure(v.info["messages"], run(*[leaves[i] for i in inputs]))
-                del leaves
+                flat = carried + rest + donated + k_leaves + arg_vals
+                flat.append(seed)
+                flat.append(offset)
+                error = failure(v.info["messages"], run(*[flat[i] for i in inputs]))
+                del flat
                 if error is not None:
                     raise error
+            del carried, rest, donated
             if first and self._debug >= 2:
                 self._print_program(v.kernel, call_args)
             new, aux_out, rest_new, outs, summary = v.kernel(*call_args)
@@ -596,7 +717,12 @@ class CompiledFunction:
                 _publish(t)
         if v.n_rng:
             default_generator._offset += v.n_rng
-        self._after(aux_out)
+        if replay:
+            self._replay_after(aux_out)
+        elif has_aux:
+            self._after(jax.tree_util.tree_unflatten(v.info["aux_tree"], aux_out))
+        else:
+            self._after(None)
         res = [None if o is None else _make(o, m) for o, m in zip(outs, v.out_metas)]
         if diff_tensors is not None:
             entry = _CallEntry(v, vjp_fn, len(diff_tensors))

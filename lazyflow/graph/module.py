@@ -73,7 +73,7 @@ class _ModuleProgram(CompiledFunction):
         self._tree = TreeCache(lambda: (module,))
 
     def _state(self):
-        return list(self._tree.get()[1]), 0
+        return self._tree.get()[1], 0  # the cached list itself: a call compares it by identity
 
     def _extra_key(self):
         return tuple([m.training for m in self._tree.get()[0]])

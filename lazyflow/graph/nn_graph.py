@@ -25,9 +25,11 @@ import jax.numpy as jnp
 from .._core import dtypes as D
 from .._core.context import state
 from .._core.errors import GraphError
+from .._tensor import _publish
 from ..amp import _AutocastInterpreter
 from ..nn.module import Module
-from .compile import CompiledFunction, _IdSet
+from ..optim.optimizer import Optimizer
+from .compile import CompiledFunction, _aux_key, _IdSet
 from .functionalize import flatten_out, set_traced, traced
 from .mesh_config import MeshConfig
 from .module import TreeCache
@@ -93,6 +95,7 @@ class _StepProgram(CompiledFunction):
         self._all: list = []
         self._tree = TreeCache(lambda: graph._modules.values())
         self._cached: tuple | None = None
+        self._flat: _FlatOptState | None = None  # the optimizers' state as one flat list, for replayed calls
 
     def _state(self):
         """The optimized parameters first (carried: donated, always written back), then every other parameter
@@ -135,6 +138,7 @@ class _StepProgram(CompiledFunction):
 
     def _aux(self):
         """Donated: each optimizer's ``functional_state()``; kept: its ``functional_hyperparams()``."""
+        self._flat = None  # the keyed path: the next replay reads the optimizers' state afresh
         cfg = self.config
         states, hypers = [], []
         for opt, _ in self._graph._optimizers:
@@ -182,6 +186,37 @@ class _StepProgram(CompiledFunction):
             if sch is not None:
                 sch.step()
 
+    def _replay_aux(self):
+        """The donated optimizer state as flat arrays read from the state Tensors themselves (no dicts built), and
+        the hyperparameters (read every call: a scheduler's or a user's new lr is a new input value, not a
+        retrace); ``None`` when the state may have changed shape (then the keyed path runs)."""
+        opts = self._graph._optimizers
+        f = self._flat
+        if f is None:
+            f = self._flat = _FlatOptState.build(opts, self._opt_params, self._replay)
+            if f is None:
+                return None
+        if not f.valid(opts, self._opt_params):
+            self._flat = None
+            return None
+        hy = f.hyper
+        if hy is None or not hy.same(opts):
+            hy = f.hyper = _Hyper(opts)
+        return list(map(_value_of_t, f.tensors)), hy.leaves, hy.tree, hy.keys
+
+    def _replay_after(self, aux_leaves) -> None:
+        for t, a in zip(self._flat.tensors if self._flat is not None else (), aux_leaves):
+            t._value = a  # the program's output for this very input: same shape, dtype and placement
+            t._version += 1
+            if t._peers is not None:
+                _publish(t)
+        for ps in self._opt_params:
+            for p in ps:
+                p.grad = None
+        for _, sch in self._graph._optimizers:
+            if sch is not None:
+                sch.step()
+
     def _extra_key(self):
         return (
             tuple([m.training for m in self._tree.get()[0]]),
@@ -197,6 +232,128 @@ class _StepProgram(CompiledFunction):
 
     def _eager_call(self, args, kwargs):
         raise GraphError("a Graph cannot be called inside another compiled program")
+
+
+_value_of_t = operator.attrgetter("_value")
+_meta_of_t = operator.attrgetter("_meta")
+
+
+def _default_protocol(opt) -> bool:
+    cls = type(opt)
+    return (
+        isinstance(opt, Optimizer)
+        and cls.functional_state is Optimizer.functional_state
+        and cls.load_functional_state is Optimizer.load_functional_state
+        and cls._flat_params is Optimizer._flat_params
+    )
+
+
+class _FlatOptState:
+    """The optimizers' state Tensors in the order their arrays enter the step program (``functional_state()``
+    flattened), and what tells that the optimizers still hold exactly these: the same ``state`` mapping, per
+    parameter the same dict of the same size, under each name the same Tensor with the same meta, and parameters
+    without state that would still get none. A replayed call reads the arrays from these Tensors and writes the
+    program's new state back into them (what ``load_functional_state`` does, without the dicts)."""
+
+    __slots__ = ("tensors", "metas", "guards", "hyper")
+
+    @classmethod
+    def build(cls, opts, opt_params, replay) -> _FlatOptState | None:
+        if replay is None or len(opts) != len(opt_params) or not all(_default_protocol(o) for o, _ in opts):
+            return None
+        states = [opt.functional_state() for opt, _ in opts]
+        leaves, tree = jax.tree_util.tree_flatten(states)
+        aux = replay.key[5]  # (d_tree, k_tree, donated leaves' keys, kept leaves' keys)
+        if tree != aux[0] or tree != replay.v.info.get("aux_tree") or len(leaves) != len(aux[2]):
+            return None
+        if any(a.shape != k[0] or a.dtype != k[1] for a, k in zip(leaves, aux[2])):
+            return None
+        self = cls()
+        self.tensors, self.guards, self.hyper = [], [], None
+        for (opt, _), ps, st in zip(opts, opt_params, states):
+            table = opt.state
+            dicts = list(map(table.get, ps))
+            live = [d for d in dicts if d is not None]
+            pair_dicts, pair_keys = [], []
+            for d, arrays in zip(dicts, st):
+                for k in sorted(arrays):
+                    pair_dicts.append(d)
+                    pair_keys.append(k)
+                    self.tensors.append(d[k])
+            empty = [(p, g) for g in opt.param_groups for p in g["params"] if p._rg and not table.get(p)]
+            self.guards.append((table, list(ps), dicts, live, list(map(len, live)), pair_dicts, pair_keys, empty))
+        if any(t._value is not a for t, a in zip(self.tensors, leaves)):
+            return None
+        self.metas = list(map(_meta_of_t, self.tensors))
+        return self
+
+    def valid(self, opts, opt_params) -> bool:
+        if len(opts) != len(self.guards):
+            return False
+        it = iter(self.tensors)
+        for (opt, _), ps, (table, plist, dicts, live, lens, pair_dicts, pair_keys, empty) in zip(
+            opts, opt_params, self.guards
+        ):
+            if (
+                opt.state is not table
+                or len(ps) != len(plist)
+                or not all(map(operator.is_, ps, plist))
+                or not all(map(operator.is_, map(table.get, ps), dicts))
+                or list(map(len, live)) != lens
+                or not all(map(operator.is_, map(dict.get, pair_dicts, pair_keys), it))
+                or any(table.get(p) or opt._new_state(p, g) for p, g in empty)
+            ):
+                return False
+        return list(map(_meta_of_t, self.tensors)) == self.metas
+
+
+_IMMUTABLE = frozenset((float, int, bool, str, type(None)))
+
+
+class _Hyper:
+    """The optimizers' ``functional_hyperparams()``, flat, and the param groups they were read from: reused while
+    every group is the same dict holding the same objects, all of them immutable numbers, strings or tuples of
+    them (a Tensor or list value, which can change in place, is read every call)."""
+
+    __slots__ = ("leaves", "tree", "keys", "groups")
+
+    def __init__(self, opts) -> None:
+        kept = [opt.functional_hyperparams() for opt, _ in opts]
+        self.leaves, self.tree = jax.tree_util.tree_flatten(kept)
+        self.keys = [_aux_key(a) for a in self.leaves]
+        groups = []
+        for opt, _ in opts:
+            if type(opt).functional_hyperparams is not Optimizer.functional_hyperparams:
+                self.groups = None
+                return
+            pg = opt.param_groups
+            for g in pg:
+                for k, v in g.items():
+                    if k not in ("params", "param_names") and not _immutable(v):
+                        self.groups = None
+                        return
+            groups.append((pg, list(pg), [(list(g.values()), len(g["params"])) for g in pg]))
+        self.groups = groups
+
+    def same(self, opts) -> bool:
+        groups = self.groups
+        if groups is None or len(groups) != len(opts):
+            return False
+        for (opt, _), (pg, dicts, snaps) in zip(opts, groups):
+            if opt.param_groups is not pg or len(pg) != len(dicts):
+                return False
+            for g, g0, (vals, n) in zip(pg, dicts, snaps):
+                if g is not g0 or len(g) != len(vals) or len(g["params"]) != n:
+                    return False
+                if not all(map(operator.is_, g.values(), vals)):
+                    return False
+        return True
+
+
+def _immutable(v) -> bool:
+    if type(v) is tuple:
+        return all(type(x) in _IMMUTABLE for x in v)
+    return type(v) in _IMMUTABLE
 
 
 class Graph:
