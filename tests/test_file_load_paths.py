@@ -176,7 +176,8 @@ def test_compressed_and_unaligned_records_still_load(tmp_path):
 
 @pytest.mark.parametrize("suffix", ["pth", "safetensors"])
 def test_a_path_lands_in_one_aligned_buffer_the_device_wraps(tmp_path, suffix):
-    """The README's claim: one buffer of the load's own, which the CPU device takes without a second copy."""
+    """The README's claim: memory of the load's own, which the CPU device takes without a second copy (each tensor
+    in a buffer of its own: tests/test_load_attacks_s6.py checks that one kept tensor does not pin the file)."""
     src = {f"w{i}": torch.randn(1000 + 7 * i) for i in range(12)}
     path = tmp_path / f"a.{suffix}"
     torch.save(src, path) if suffix == "pth" else st.save_file(src, path)
@@ -185,8 +186,6 @@ def test_a_path_lands_in_one_aligned_buffer_the_device_wraps(tmp_path, suffix):
         pytest.skip("zero-copy wrapping is the CPU client's")
     ptrs = sorted(v.jax().unsafe_buffer_pointer() for v in got.values())
     assert all(p % 64 == 0 for p in ptrs)
-    nbytes = sum(v.numel() * 4 for v in src.values())
-    assert ptrs[-1] - ptrs[0] < nbytes + 64 * len(src) + 4096  # one region: the tensors share the load's buffer
     for k, v in src.items():
         np.testing.assert_array_equal(got[k].numpy(), v.numpy())
 
