@@ -177,7 +177,7 @@ def test_compressed_and_unaligned_records_still_load(tmp_path):
 @pytest.mark.parametrize("suffix", ["pth", "safetensors"])
 def test_a_path_lands_in_one_aligned_buffer_the_device_wraps(tmp_path, suffix):
     """The README's claim: memory of the load's own, which the CPU device takes without a second copy (each tensor
-    in a buffer of its own: tests/test_load_attacks_s6.py checks that one kept tensor does not pin the file)."""
+    in buffers of at most 8 MiB: tests/test_load_attacks_s6.py checks that one kept tensor does not pin the file)."""
     src = {f"w{i}": torch.randn(1000 + 7 * i) for i in range(12)}
     path = tmp_path / f"a.{suffix}"
     torch.save(src, path) if suffix == "pth" else st.save_file(src, path)

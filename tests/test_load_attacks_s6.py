@@ -479,3 +479,19 @@ def test_BUG_one_kept_small_tensor_pins_whole_file_buffer(tmp_path, kind):
     held = _rss_mib() - before
     np.testing.assert_array_equal(small.numpy(), np.ones(4, np.float32))
     assert held < 32, f"keeping a 16-byte tensor holds {held:.0f} MiB (the 64 MiB file's one read buffer)"
+
+
+def test_buffers_bound_what_one_piece_pins():
+    from lazyflow.checkpoint import _arena
+
+    sizes = [0, 5, 3 << 20, 3 << 20, 3 << 20, 9 << 20, 64, 1]
+    bufs = _arena._buffers(sizes)
+    assert [b.nbytes for b in bufs] == sizes
+    for b in bufs:
+        assert b.ctypes.data % 64 == 0
+        base = b.base if b.base is not None else b
+        assert base.nbytes <= max(b.nbytes, 8 << 20) + (2 << 20)  # never more than one chunk (+ alignment slack)
+    for b in bufs:  # disjoint
+        b[:] = 0
+    bufs[2][:] = 7
+    assert not bufs[3].any() and not bufs[1].any()

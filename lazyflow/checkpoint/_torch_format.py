@@ -232,11 +232,11 @@ class _TorchReader:
         return start
 
     def _prefetch(self) -> None:
-        """Every stored data record at once: with mmap as slices of the file's map; else each record in a 64-byte-
-        aligned buffer of its own (a CPU device_put wraps it without a copy; one kept tensor pins its own bytes
-        only), all read by one ``preadv`` per ``IOV_MAX`` records. Each record's local zip header is checked and,
-        without mmap, its CRC-32 computed (checked by :meth:`verify`). File objects (BytesIO) keep the
-        per-record reads."""
+        """Every stored data record at once: with mmap as slices of the file's map; else each record at a 64-byte
+        boundary of this load's memory (``_arena._buffers``: a CPU device_put wraps it without a copy; one kept
+        tensor never pins the whole file), all read by one ``preadv`` per ``IOV_MAX`` records. Each record's local
+        zip header is checked and, without mmap, its CRC-32 computed (checked by :meth:`verify`). File objects
+        (BytesIO) keep the per-record reads."""
         infos = [
             i
             for i in self.zf.infolist()
