@@ -495,3 +495,21 @@ def test_buffers_bound_what_one_piece_pins():
         b[:] = 0
     bufs[2][:] = 7
     assert not bufs[3].any() and not bufs[1].any()
+
+
+def test_BUG_duplicate_record_name_reads_other_copy_than_torch(tmp_path):
+    """Bug found in review: a zip holding 'archive/data/0' twice loaded the LAST copy in lazyflow (zipfile's rule)
+    while torch.load (miniz) read the FIRST here: one file, two different models. Now refused."""
+    recs = _torch_records({"a": torch.arange(4.0)})
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        for k, v in recs.items():
+            zf.writestr(k, v)
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            zf.writestr("archive/data/0", np.full(4, 9.0, np.float32).tobytes())
+    p = tmp_path / "f.pth"
+    p.write_bytes(out.getvalue())
+    np.testing.assert_array_equal(torch.load(p)["a"].numpy(), np.arange(4.0, dtype=np.float32))  # torch: the first
+    _expect_error(p, "data/0", "twice")
+    with pytest.raises(CheckpointError, match="twice"):
+        lf.load(str(p), mmap=True)
