@@ -198,6 +198,13 @@ class _TorchReader:
         self.zf, self.where, self.mmap_path, self.map_location = zf, where, mmap_path, map_location
         self.prefix = find_archive(zf, where)
         self.names = set(zf.namelist())
+        if len(self.names) != len(zf.infolist()):  # torch reads a repeated name's first entry, zipfile its last
+            seen: set[str] = set()
+            twice = next(n for n in zf.namelist() if n in seen or seen.add(n))
+            raise CheckpointError(
+                f"{where}: the zip holds record '{twice}' twice (torch would read one copy, lazyflow another); "
+                "the file is damaged or forged"
+            )
         self.storages: dict[str, _Storage] = {}
         self.places: dict[Any, Any] = {}
         self.crcs: list[tuple[str, int, Any]] = []
@@ -243,7 +250,6 @@ class _TorchReader:
             if i.filename.startswith(self.prefix + "data/")
             and i.compress_type == zipfile.ZIP_STORED
             and not i.flag_bits & 0x1
-            and self.zf.getinfo(i.filename) is i  # a name stored twice: the entry zipfile itself would read
         ]
         if not infos:
             return
