@@ -176,7 +176,8 @@ def test_compressed_and_unaligned_records_still_load(tmp_path):
 
 @pytest.mark.parametrize("suffix", ["pth", "safetensors"])
 def test_a_path_lands_in_one_aligned_buffer_the_device_wraps(tmp_path, suffix):
-    """The README's claim: one buffer of the load's own, which the CPU device takes without a second copy."""
+    """The README's claim: memory of the load's own, which the CPU device takes without a second copy (each tensor
+    in buffers of at most 8 MiB: tests/test_load_attacks_s6.py checks that one kept tensor does not pin the file)."""
     src = {f"w{i}": torch.randn(1000 + 7 * i) for i in range(12)}
     path = tmp_path / f"a.{suffix}"
     torch.save(src, path) if suffix == "pth" else st.save_file(src, path)
@@ -185,8 +186,6 @@ def test_a_path_lands_in_one_aligned_buffer_the_device_wraps(tmp_path, suffix):
         pytest.skip("zero-copy wrapping is the CPU client's")
     ptrs = sorted(v.jax().unsafe_buffer_pointer() for v in got.values())
     assert all(p % 64 == 0 for p in ptrs)
-    nbytes = sum(v.numel() * 4 for v in src.values())
-    assert ptrs[-1] - ptrs[0] < nbytes + 64 * len(src) + 4096  # one region: the tensors share the load's buffer
     for k, v in src.items():
         np.testing.assert_array_equal(got[k].numpy(), v.numpy())
 
@@ -235,8 +234,9 @@ def test_without_zlib_ng_the_checksums_run_in_threads_and_still_refuse(tmp_path,
         lf.load(tmp_path / "f.pt")
 
 
-def test_a_record_stored_twice_loads_the_entry_zipfile_reads(tmp_path):
-    """A zip may hold one name twice; the one read takes the entry Python's zipfile resolves the name to."""
+def test_a_record_stored_twice_is_refused(tmp_path):
+    """A zip may hold one name twice; torch (miniz) and Python's zipfile may resolve it to different entries (one file,
+    two models: tests/test_load_attacks_s6.py has such a file), so the load refuses it."""
     torch.save({"w": torch.arange(16.0)}, tmp_path / "c.pt")
     with zipfile.ZipFile(tmp_path / "c.pt") as a:
         members = [(i.filename, a.read(i)) for i in a.infolist()]
@@ -246,7 +246,6 @@ def test_a_record_stored_twice_loads_the_entry_zipfile_reads(tmp_path):
             if name == data0:
                 b.writestr(name, np.full(16, 7.0, np.float32).tobytes())  # an earlier entry of the same name
             b.writestr(name, data)
-    with zipfile.ZipFile(tmp_path / "d.pt") as z:
-        want = np.frombuffer(z.read(data0), np.float32)
     for mmap in (False, True):
-        np.testing.assert_array_equal(lf.load(tmp_path / "d.pt", mmap=mmap)["w"].numpy(), want)
+        with pytest.raises(CheckpointError, match="twice"):
+            lf.load(tmp_path / "d.pt", mmap=mmap)

@@ -3,8 +3,9 @@
 On the CPU, ``jax.device_put`` wraps a 64-byte-aligned numpy buffer without copying it; any other buffer is
 copied. A load that reads each tensor into bytes it then hands to the device pays two copies of every byte (the
 file read, the transfer) plus per-record file calls. Here the bytes land once, in buffers this load allocated
-itself (never memory the caller can reach), each tensor at a 64-byte boundary, with as few ``preadv`` calls as
-the kernel allows (one per ``IOV_MAX`` tensors).
+itself (never memory the caller can reach), each tensor at a 64-byte boundary of a buffer of at most 8 MiB (or of
+its own, if larger: one kept tensor never pins the rest of the file), with as few ``preadv`` calls as the kernel
+allows (one per ``IOV_MAX`` tensors).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from .._core.errors import CheckpointError
 
-__all__ = ["aligned", "read_range", "read_spans", "ALIGN"]
+__all__ = ["aligned", "read_range", "read_records", "read_spans", "ALIGN"]
 
 ALIGN = 64  # jax's CPU client wraps host buffers aligned to this many bytes without a copy
 _IOV_MAX = 1024  # POSIX's minimum for a Linux/macOS preadv; sysconf may allow more, never needed here
@@ -23,6 +24,9 @@ try:
     _IOV_MAX = max(16, min(os.sysconf("SC_IOV_MAX"), 1024))
 except (AttributeError, ValueError, OSError):  # pragma: no cover - platform dependent
     pass
+_HUGE = 2 << 20  # a huge page
+_CHUNK = 8 << 20  # records below this size share buffers of at most this size (see _buffers)
+_GAP = 1 << 16  # records at most this many bytes apart share a preadv (torch's zip headers are ~100 bytes)
 
 
 def aligned(n: int, phase: int = 0) -> np.ndarray:
@@ -73,24 +77,95 @@ def read_range(fd: int, start: int, n: int, where: str) -> np.ndarray:
     return buf[:got]
 
 
+def _huge(n: int) -> np.ndarray:
+    """``n`` bytes starting at a 2 MiB boundary when ``n`` is at least 2 MiB (so transparent huge pages cover all of
+    it), else at a 64-byte boundary."""
+    if n < _HUGE:
+        return aligned(n)
+    raw = np.empty(n + _HUGE, np.uint8)
+    off = -raw.ctypes.data % _HUGE
+    return raw[off : off + n]
+
+
+def _buffers(sizes: list[int]) -> list[np.ndarray]:
+    """A 64-byte-aligned buffer for each size: a size of ``_CHUNK`` or more gets an allocation of its own; smaller
+    ones share chunks of at most ``_CHUNK`` bytes (big enough for the kernel's transparent huge pages, which numpy
+    asks for from 4 MiB on: a load of many small records faults far fewer pages than with one allocation each).
+    So a tensor kept from a load pins at most ``_CHUNK`` bytes beyond its own, never the whole file."""
+    out: list[np.ndarray] = []
+    group: list[tuple[int, int]] = []  # (offset in the chunk, size) of the pieces of the chunk being filled
+    fill = 0
+
+    def close() -> None:
+        nonlocal fill
+        if group:
+            chunk = _huge(max(fill, 1))
+            out.extend(chunk[o : o + n] for o, n in group)
+            group.clear()
+        fill = 0
+
+    for n in sizes:
+        if n >= _CHUNK:
+            close()
+            out.append(_huge(n))
+            continue
+        padded = -(-n // ALIGN) * ALIGN
+        if fill + padded > _CHUNK:
+            close()
+        group.append((fill, n))
+        fill += padded
+    close()
+    return out
+
+
+def read_records(fd: int, spans: list[tuple[int, int]], where: str) -> list[np.ndarray]:
+    """The file's bytes ``[start, start + n)`` for each ``(start, n)`` of ``spans`` (ascending starts), each at a
+    64-byte boundary of this load's memory (:func:`_buffers`: a kept tensor pins at most 8 MiB beyond its own bytes,
+    never the whole file's).
+    Records a short gap apart (zip headers, padding) come in one ``preadv`` (the gap bytes land in a scratch
+    buffer), so a file of records laid out one after another still takes one call per ``IOV_MAX`` buffers.
+
+    Raises:
+        CheckpointError: the file ends before a record's last byte (truncated), or the read fails.
+    """
+    out = _buffers([n for _, n in spans])
+    scratch = memoryview(np.empty(_GAP, np.uint8).data)
+    i = 0
+    while i < len(spans):
+        first = end = spans[i][0]
+        views: list[memoryview] = []
+        j = i
+        while j < len(spans):
+            start, n = spans[j]
+            gap = start - end
+            if j > i and not 0 <= gap <= _GAP:  # overlapping (forged) or far apart: a read of its own
+                break
+            if gap:
+                views.append(scratch[:gap])
+            if n:
+                views.append(memoryview(out[j].data))
+            end, j = start + n, j + 1
+        try:
+            got = _preadv_all(fd, views, first) if views else 0
+        except OSError as e:
+            raise CheckpointError(f"{where}: reading the file failed ({e})") from e
+        if got != end - first:
+            raise CheckpointError(
+                f"{where}: the file ends {end - first - got} bytes before its last tensor (truncated)"
+            )
+        i = j
+    return out
+
+
 def read_spans(fd: int, start: int, sizes: list[int], where: str) -> list[np.ndarray]:
-    """The file's bytes from ``start`` on, cut into consecutive pieces of ``sizes`` bytes, each landed at a 64-byte
-    boundary of one buffer (one allocation, so the transfer of a large file stays one hugepage-friendly region).
+    """The file's bytes from ``start`` on, cut into consecutive pieces of ``sizes`` bytes, each at a 64-byte boundary
+    (:func:`_buffers`), in one ``preadv`` (per ``IOV_MAX`` pieces).
 
     Raises:
         CheckpointError: the file ends before ``sum(sizes)`` bytes (truncated), or the read fails.
     """
-    offsets, pos = [], 0
+    spans, pos = [], start
     for n in sizes:
-        offsets.append(pos)
-        pos += -(-n // ALIGN) * ALIGN
-    arena = aligned(max(pos, 1))
-    pieces = [arena[o : o + n] for o, n in zip(offsets, sizes)]
-    want = sum(sizes)
-    try:
-        got = _preadv_all(fd, [memoryview(p.data) for p in pieces if p.size], start)
-    except OSError as e:
-        raise CheckpointError(f"{where}: reading the file failed ({e})") from e
-    if got != want:
-        raise CheckpointError(f"{where}: the file ends {want - got} bytes before its last tensor (truncated)")
-    return pieces
+        spans.append((pos, n))
+        pos += n
+    return read_records(fd, spans, where)

@@ -120,13 +120,13 @@ def _identity(st: os.stat_result) -> tuple[int, ...]:
 
 
 def _read_tensors(path: str, where: str) -> dict[str, np.ndarray]:
-    """Every tensor of the file as a numpy array at a 64-byte boundary of one buffer this load owns.
+    """Every tensor of the file as a numpy array at a 64-byte boundary of this load's memory.
 
     The package parses and validates the header (``safe_open``): it refuses a file whose tensors do not tile
     the data section exactly, in offset order, up to the file's last byte. So each tensor's bytes are the next
     ``nbytes`` of the file after the previous one's, and the section starts ``sum(nbytes)`` bytes before the
-    end: one ``preadv`` lands them all, aligned, and the device transfer wraps them without a copy (the
-    package's own ``get_tensor`` makes a ``bytes`` copy, which the transfer would have to copy again).
+    end: one ``preadv`` lands them all, each aligned (``_arena._buffers``), and the device transfer wraps them without
+    a copy (the package's own ``get_tensor`` makes a ``bytes`` copy, which the transfer would have to copy again).
     """
     assert safetensors is not None
     with open(path, "rb", buffering=0) as fh:
@@ -155,7 +155,7 @@ def _read_tensors(path: str, where: str) -> dict[str, np.ndarray]:
 
 
 def load_safetensors(path: str, where: str, map_location) -> dict[str, Any]:
-    """``{key: Tensor}`` from one ``.safetensors`` file (the tensors share one host buffer, this load's own).
+    """``{key: Tensor}`` from one ``.safetensors`` file (host memory of this load's own).
 
     Raises:
         CheckpointError: the package refuses the file (named, with the key at fault when the header lies).

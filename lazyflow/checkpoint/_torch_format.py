@@ -34,7 +34,7 @@ from ..nn.parameter import Parameter
 from . import _allowlist as A
 from . import _crc
 from . import _safe_unpickler as U
-from ._arena import aligned, read_range
+from ._arena import aligned, read_records
 from ._load import _resolve_device
 from ._put import put
 
@@ -201,6 +201,13 @@ class _TorchReader:
         self.zf, self.where, self.mmap_path, self.map_location = zf, where, mmap_path, map_location
         self.prefix = find_archive(zf, where)
         self.names = set(zf.namelist())
+        if len(self.names) != len(zf.infolist()):  # torch reads a repeated name's first entry, zipfile its last
+            seen: set[str] = set()
+            twice = next(n for n in zf.namelist() if n in seen or seen.add(n))
+            raise CheckpointError(
+                f"{where}: the zip holds record '{twice}' twice (torch would read one copy, lazyflow another); "
+                "the file is damaged or forged"
+            )
         self.storages: dict[str, _Storage] = {}
         self.places: dict[Any, Any] = {}
         self.crcs: list[tuple[str, int, Any]] = []
@@ -235,60 +242,80 @@ class _TorchReader:
         return start
 
     def _prefetch(self) -> None:
-        """Every stored data record at once, as slices of one buffer: with mmap the file's map; else one read of
-        the file's span of records into memory whose address matches the file offset modulo 64, so records torch
-        aligned to 64 bytes arrive aligned (a CPU device_put wraps them without a copy; the tensors of one load
-        then share that buffer). Each record's local zip header is checked from memory and, without mmap, its
-        CRC-32 computed (checked by :meth:`verify`). File objects (BytesIO) keep the per-record reads."""
+        """Every stored data record at once: with mmap as slices of the file's map; else each record at a 64-byte
+        boundary of this load's memory (``_arena._buffers``: a CPU device_put wraps it without a copy; one kept
+        tensor never pins the whole file), all read by one ``preadv`` per ``IOV_MAX`` records. Each record's local
+        zip header is checked and, without mmap, its CRC-32 computed (checked by :meth:`verify`). File objects
+        (BytesIO) keep the per-record reads."""
         infos = [
             i
             for i in self.zf.infolist()
             if i.filename.startswith(self.prefix + "data/")
             and i.compress_type == zipfile.ZIP_STORED
             and not i.flag_bits & 0x1
-            and self.zf.getinfo(i.filename) is i  # a name stored twice: the entry zipfile itself would read
         ]
         if not infos:
             return
+        infos.sort(key=lambda i: i.header_offset)
         if self.mmap_path is not None:
             if self.mapped is None:
                 self.mapped = np.memmap(self.mmap_path, np.uint8, "r")
-            view, base = self.mapped.view(np.ndarray), 0  # plain slices (a memmap's cost numpy calls per slice)
+            view = self.mapped.view(np.ndarray)  # plain slices (a memmap's cost numpy calls per slice)
+            hi, fd = len(view), -1
+
+            def head(off: int, n: int) -> bytes:
+                return view[off : off + n].tobytes() if 0 <= off else b""
+
         else:
             try:
                 fd = self.zf.fp.fileno()  # type: ignore[union-attr]
             except (AttributeError, OSError, ValueError):  # io.BytesIO: no descriptor
                 return
-            infos.sort(key=lambda i: i.header_offset)
             size = os.fstat(fd).st_size
             last = infos[-1].header_offset
             # the last record ends before the next header (or the central directory); nothing is read past the
             # file's end, whatever offsets a forged directory claims
             later = [i.header_offset for i in self.zf.infolist() if i.header_offset > last]
             hi = min([size, getattr(self.zf, "start_dir", size), *later])
-            base = min(max(infos[0].header_offset, 0), size)
-            view = read_range(fd, base, max(hi - base, 0), self.where)
-        n = len(view)
+
+            def head(off: int, n: int) -> bytes:
+                if not 0 <= off < hi:
+                    return b""
+                try:
+                    return os.pread(fd, min(n, hi - off), off)
+                except OSError as e:
+                    raise CheckpointError(f"{self.where}: reading the file failed ({e})") from e
+
+        spans: list[tuple[int, int]] = []
         for info in infos:
             what = info.filename[len(self.prefix) :]
-            off = info.header_offset - base
-            head = view[off : off + 30].tobytes() if off >= 0 else b""
-            if len(head) < 30 or head[:4] != b"PK\x03\x04":
+            name = info.orig_filename.encode("utf-8")
+            local = head(info.header_offset, 30 + len(name))
+            if len(local) < 30 or local[:4] != b"PK\x03\x04":
                 raise CheckpointError(f"{self.where}: the zip header of record '{what}' is damaged")
-            k, m = int.from_bytes(head[26:28], "little"), int.from_bytes(head[28:30], "little")
-            if view[off + 30 : off + 30 + k].tobytes() != info.orig_filename.encode("utf-8"):
+            k, m = int.from_bytes(local[26:28], "little"), int.from_bytes(local[28:30], "little")
+            if k != len(name) or local[30:] != name:
                 raise CheckpointError(f"{self.where}: the zip header of record '{what}' names another record (damaged)")
-            start = off + 30 + k + m
-            if start + info.file_size > n:
+            start = info.header_offset + 30 + k + m
+            if start + info.file_size > hi:
                 raise CheckpointError(f"{self.where}: record '{what}' runs past the end of the file (truncated)")
-            rec = view[start : start + info.file_size]
+            spans.append((start, info.file_size))
+        if self.mmap_path is not None:
+            recs = [view[s : s + n] for s, n in spans]
+        else:
+            order = sorted(range(len(spans)), key=lambda j: spans[j][0])
+            got = read_records(fd, [spans[j] for j in order], self.where)
+            recs = [np.empty(0, np.uint8)] * len(spans)
+            for j, r in zip(order, got):
+                recs[j] = r
+        for info, rec in zip(infos, recs):
             if self.mmap_path is None:
                 job = (
                     _crc.done(_crc.crc32(rec))  # pyright: ignore[reportArgumentType]
                     if _crc.FAST  # zlib-ng's crc32 runs at several GB/s: inline is cheaper than waking a thread
                     else _crc.executor().submit(_crc.crc32, rec)
                 )
-                self.crcs.append((what, info.CRC, job))
+                self.crcs.append((info.filename[len(self.prefix) :], info.CRC, job))
             self.records[info.filename] = rec
 
     def _read(self, member: str, what: str) -> np.ndarray:
