@@ -336,6 +336,10 @@ class _MultiProcessIter(_BaseIter):
         self._maps: dict[tuple[int, int], shared_memory.SharedMemory] = {}
         self._index_queues = []
         self._workers = []
+        payload = b""
+        if image is not None:  # what may name the script's classes travels pickled, opened after the image is installed
+            collate = None if mode != "custom" else self._collate_fn
+            payload = pickle.dumps((self._dataset, collate, loader.worker_init_fn), pickle.HIGHEST_PROTOCOL)
         owner = _worker.owner_identity()  # workers exit on their own if this process dies without shutting them down
         try:
             for i in range(self._num_workers):
@@ -363,8 +367,6 @@ class _MultiProcessIter(_BaseIter):
                 if image is None:
                     w = ctx.Process(target=_worker.worker_loop, args=args)
                 else:
-                    # what may name the script's classes travels pickled, opened after the image is installed
-                    payload = pickle.dumps((self._dataset, collate_fn, loader.worker_init_fn), pickle.HIGHEST_PROTOCOL)
                     held = (*args[:1], None, *args[2:8], None, *args[9:11], None, *args[12:])
                     w = ctx.Process(target=_main_image.worker_loop_from_image, args=(image, payload, held))
                 w.daemon = True
