@@ -146,6 +146,28 @@ def test_report_files(tmp_path):
     assert "![ratios](ratios.png)" in text
 
 
+def test_rerun_keeps_the_hand_written_sections(tmp_path):
+    """write_markdown's claim: the level-2 sections after the modules' output survive a rerun, in order; a "## "
+    line inside a module's output (a code block) is output, not a hand section; the generated part is replaced."""
+    import datetime
+
+    md = tmp_path / "BENCHMARKS.md"
+    hand = "## Added by hand: one\n\ntext | with ``code``\n\n## Added by hand: two\n\n```\nx\n```\nend\n"
+    md.write_text(
+        "# Benchmarks\n\nold table\n\n## Each module's own output\n\n### eager\n\n```\n## not a heading\n```\n\n" + hand
+    )
+    args = ([runner.Row("eager", "op", "torch", 2.0, 1.0, 1.25, "<= 1.25x (#2)")], {"eager": "## printed\nrow"})
+    for _ in range(2):  # twice: the kept text is not duplicated
+        runner.write_markdown(
+            str(md), *args, runner.machine_info(), "python -m benchmarks", False, None,
+            datetime.datetime(2026, 1, 2, 3, 4), 5.0,
+        )  # fmt: skip
+        text = md.read_text()
+        assert "old table" not in text and "## not a heading" not in text and "## printed" in text
+        assert text.endswith(hand) and text.count("## Added by hand: one") == 1
+    assert runner.hand_sections(str(tmp_path / "missing.md")) == ""
+
+
 def test_script_entry_point():
     proc = subprocess.run(
         [sys.executable, os.path.join("benchmarks", "run.py"), "--help"],

@@ -33,7 +33,7 @@ from orbax.checkpoint import future as ocp_future
 from orbax.checkpoint._src import asyncio_utils as _asyncio_utils
 from orbax.checkpoint._src.serialization import tensorstore_utils as _ts_utils
 
-from . import _crc
+from . import _arena, _crc
 
 __all__ = [
     "TENSORS",
@@ -50,14 +50,13 @@ __all__ = [
 TENSORS = "tensors"
 META = "meta"
 META_FILE = "metadata.lfpkl"
-ALIGN = 64  # XLA's CPU client aliases host buffers aligned to this instead of copying them
+ALIGN = _arena.ALIGN  # XLA's CPU client aliases host buffers aligned to this instead of copying them
 
 
 def aligned_empty(nbytes: int) -> np.ndarray:
-    """An uninitialised uint8 buffer of ``nbytes`` whose address is a multiple of 64."""
-    raw = np.empty(nbytes + ALIGN, np.uint8)
-    off = (-raw.ctypes.data) % ALIGN
-    return raw[off : off + nbytes]
+    """An uninitialised uint8 buffer of ``nbytes`` whose address is a multiple of 64 (from 2 MiB on, pages without
+    numpy's huge-page advice: see :func:`._arena.aligned`)."""
+    return _arena.aligned(nbytes)
 
 
 @dataclasses.dataclass
