@@ -6,9 +6,21 @@ Importing lazyflow switches on JAX's ``jax_enable_x64`` and switches off CPU asy
 """
 # Import order matters here (process configuration first, then the eager interpreter); isort is off for this file.
 
+import math as _math
+
 from ._core import config as _config
 from ._core.device import Device, device
 from ._core.size import Size
+from ._core.formats import (
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    layout,
+    legacy_contiguous_format,
+    memory_format,
+    preserve_format,
+    strided,
+)
 from ._core.dtypes import (
     DType,
     bfloat16,
@@ -157,6 +169,9 @@ from .checkpoint import load, save
 bool = bool_
 
 from ._core.version import __version__
+
+# torch's numeric constants (torch.pi, torch.inf...) and numpy's newaxis alias
+pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None
 
 __all__ = [n for n in dir() if not n.startswith("_")]
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _sample
 from ._core import dtypes as D
+from ._core import formats as _formats
 from ._core.context import state
 from ._core.device import Device, default_device
 from ._core.errors import ArgumentError, DTypeError, NotSupportedError, OpError, OutOfMemoryError, ShapeError
@@ -90,6 +91,14 @@ def _keyword_sizes(what: str, name: str, args: tuple, value) -> tuple:
     return (value,)
 
 
+def _options(where: str, layout, pin_memory, memory_format=None, ndim=None, preserve: bool = True) -> None:
+    """The keywords torch's factories take that change no value here (``lazyflow._core.formats``), checked as torch
+    checks them: ``layout`` (only ``lf.strided``), ``pin_memory`` (needs an accelerator), ``memory_format``."""
+    _formats.check_layout(layout, where)
+    _formats.check_pin_memory(pin_memory, where)
+    _formats.check_memory_format(memory_format, ndim, where, preserve=preserve)
+
+
 def _finish(t: Tensor, device, requires_grad: bool) -> Tensor:
     if device is not None:
         t = _to_device(t, device)
@@ -111,6 +120,7 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
         DTypeError: an unsupported dtype, or a 64-bit dtype while x64 is off.
     >>> lf.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     """
+    _options("tensor()", None, pin_memory)
     if isinstance(data, (Tensor, jax.Array)):
         return _finish(_make(_owned_array(data, dtype)), device, requires_grad)
     return _finish(_make(_owned_array(data, dtype, device)), None, requires_grad)
@@ -190,8 +200,9 @@ def _constant(shape: tuple, value, d: D.DType) -> Tensor:
     return _apply(R["full"], (value,), (shape, d))
 
 
-def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False, layout=None) -> Tensor:
     """A tensor of shape ``size`` filled with ``fill_value``."""
+    _options("full()", layout, False)
     if dtype is None:
         dtype = (
             D.result_type(type(fill_value))
@@ -206,8 +217,9 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     return _finish(t, device, requires_grad)
 
 
-def zeros(*args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def zeros(*args, size=None, dtype=None, device=None, requires_grad: bool = False, layout=None) -> Tensor:
     """A tensor of zeros: ``zeros(2, 3)``, ``zeros((2, 3))`` or ``zeros(size=(2, 3))``."""
+    _options("zeros()", layout, False)
     d = _fdtype(dtype)
     d.to_jax()
     if size is not None:
@@ -215,8 +227,9 @@ def zeros(*args, size=None, dtype=None, device=None, requires_grad: bool = False
     return _finish(_constant(_shape(args), 0, d), device, requires_grad)
 
 
-def ones(*args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def ones(*args, size=None, dtype=None, device=None, requires_grad: bool = False, layout=None) -> Tensor:
     """A tensor of ones: ``ones(2, 3)``, ``ones((2, 3))`` or ``ones(size=(2, 3))``."""
+    _options("ones()", layout, False)
     d = _fdtype(dtype)
     d.to_jax()
     if size is not None:
@@ -224,10 +237,20 @@ def ones(*args, size=None, dtype=None, device=None, requires_grad: bool = False)
     return _finish(_constant(_shape(args), 1, d), device, requires_grad)
 
 
-def empty(*args, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def empty(
+    *args,
+    size=None,
+    dtype=None,
+    device=None,
+    requires_grad: bool = False,
+    layout=None,
+    pin_memory: bool = False,
+    memory_format=None,
+) -> Tensor:
     """An uninitialised tensor (zeros here: XLA has no uninitialised buffers)."""
     if size is not None:
         args = _keyword_sizes("empty", "size", args, size)
+    _options("empty()", layout, pin_memory, memory_format, len(_shape(args)), preserve=False)
     return zeros(*args, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
@@ -235,23 +258,35 @@ def _like(t, dtype):
     return t.dtype if dtype is None else D.to_dtype(dtype)
 
 
-def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def zeros_like(
+    input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, layout=None, memory_format=None
+) -> Tensor:
     """Zeros with ``input``'s shape, and its dtype and device unless given."""
+    _options("zeros_like()", layout, False, memory_format, input.ndim, preserve=True)
     return zeros(input.shape, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad)
 
 
-def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def ones_like(
+    input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, layout=None, memory_format=None
+) -> Tensor:
     """Ones with ``input``'s shape, and its dtype and device unless given."""
+    _options("ones_like()", layout, False, memory_format, input.ndim, preserve=True)
     return ones(input.shape, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad)
 
 
-def empty_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def empty_like(
+    input: Tensor, *, dtype=None, device=None, requires_grad: bool = False, layout=None, memory_format=None
+) -> Tensor:
     """:func:`empty` with ``input``'s shape (zeros: XLA has no uninitialised buffers)."""
+    _options("empty_like()", layout, False, memory_format, input.ndim, preserve=True)
     return zeros_like(input, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def full_like(input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def full_like(
+    input: Tensor, fill_value, *, dtype=None, device=None, requires_grad: bool = False, layout=None, memory_format=None
+) -> Tensor:
     """``fill_value`` in ``input``'s shape, and its dtype and device unless given."""
+    _options("full_like()", layout, False, memory_format, input.ndim, preserve=True)
     return full(
         input.shape, fill_value, dtype=_like(input, dtype), device=device or _dev(input), requires_grad=requires_grad
     )
@@ -270,7 +305,9 @@ def _default_pid():
     return _DEFAULT_PID[0]
 
 
-def arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def arange(
+    start=None, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False, layout=None
+) -> Tensor:
     """Values from ``start`` (default 0) to ``end`` (exclusive) by ``step``; int64 for integer arguments:
     ``arange(5)``, ``arange(1, 5)``, ``arange(end=5)``.
 
@@ -278,6 +315,7 @@ def arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_gr
         TypeError: no ``end``.
         OpError: a zero step, or bounds inconsistent with the step's sign.
     """
+    _options("arange()", layout, False)
     if end is None:
         if start is None:
             raise TypeError("arange() missing required argument 'end'")
@@ -302,8 +340,9 @@ def arange(start=None, end=None, step=1, *, dtype=None, device=None, requires_gr
     return _finish(t, device, requires_grad)
 
 
-def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False, layout=None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    _options("linspace()", layout, False)
     d = _fdtype(dtype)
     if int(steps) < 0:
         raise OpError(f"linspace: number of steps must be non-negative, got {steps}")
@@ -311,8 +350,9 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
     return _finish(t, device, requires_grad)
 
 
-def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False, layout=None) -> Tensor:
     """The identity matrix (``n`` x ``m``)."""
+    _options("eye()", layout, False)
     m = n if m is None else m
     if int(n) < 0 or int(m) < 0:
         raise ShapeError(f"eye: n and m must be non-negative, got n={n}, m={m}")
@@ -440,7 +480,16 @@ def _float_dtype(dtype, what):
     return d
 
 
-def rand(*args, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def rand(
+    *args,
+    size=None,
+    generator=None,
+    dtype=None,
+    device=None,
+    requires_grad: bool = False,
+    layout=None,
+    pin_memory: bool = False,
+) -> Tensor:
     """Samples uniform on ``[0, 1)``: ``rand(2, 3)``, ``rand((2, 3))`` or ``rand(size=(2, 3))``.
 
     Args:
@@ -452,6 +501,7 @@ def rand(*args, size=None, generator=None, dtype=None, device=None, requires_gra
         DTypeError: a non-floating dtype.
         ShapeError: a negative size.
     """
+    _options("rand()", layout, pin_memory)
     d = _float_dtype(dtype, "rand")
     if size is not None:
         args = _keyword_sizes("rand", "size", args, size)
@@ -459,8 +509,18 @@ def rand(*args, size=None, generator=None, dtype=None, device=None, requires_gra
     return _finish(t, device, requires_grad)
 
 
-def randn(*args, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def randn(
+    *args,
+    size=None,
+    generator=None,
+    dtype=None,
+    device=None,
+    requires_grad: bool = False,
+    layout=None,
+    pin_memory: bool = False,
+) -> Tensor:
     """Standard normal samples (same arguments as :func:`rand`)."""
+    _options("randn()", layout, pin_memory)
     d = _float_dtype(dtype, "randn")
     if size is not None:
         args = _keyword_sizes("randn", "size", args, size)
@@ -469,7 +529,7 @@ def randn(*args, size=None, generator=None, dtype=None, device=None, requires_gr
 
 
 def randint(
-    low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad: bool = False
+    low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad: bool = False, layout=None
 ) -> Tensor:
     """Integers uniform on ``[low, high)``: ``randint(high, size)``, ``randint(low, high, size)`` or
     ``randint(high=high, size=size)``.
@@ -481,6 +541,7 @@ def randint(
     Raises:
         OpError: ``low >= high``.
     """
+    _options("randint()", layout, False)
     if size is None:
         if high is None:
             raise OpError("randint() missing required argument 'size'")
@@ -498,20 +559,40 @@ def randint(
     return _finish(t, device, requires_grad)
 
 
-def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def randperm(
+    n: int,
+    *,
+    generator=None,
+    dtype=None,
+    device=None,
+    requires_grad: bool = False,
+    layout=None,
+    pin_memory: bool = False,
+) -> Tensor:
     """A random permutation of ``0 .. n-1`` (int64 by default).
 
     Raises:
         OpError: a negative ``n``.
     """
+    _options("randperm()", layout, pin_memory)
     if int(n) < 0:
         raise OpError(f"randperm: n must be non-negative, got {n}")
     d = D.default_int() if dtype is None else D.to_dtype(dtype)
     return _finish(_apply(R["randperm"], _gen(generator)._next(), (int(n), d)), device, requires_grad)
 
 
-def rand_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def rand_like(
+    input: Tensor,
+    *,
+    generator=None,
+    dtype=None,
+    device=None,
+    requires_grad: bool = False,
+    layout=None,
+    memory_format=None,
+) -> Tensor:
     """:func:`rand` with ``input``'s shape (and dtype and device unless given)."""
+    _options("rand_like()", layout, False, memory_format, input.ndim, preserve=True)
     return rand(
         input.shape,
         generator=generator,
@@ -521,8 +602,18 @@ def rand_like(input: Tensor, *, generator=None, dtype=None, device=None, require
     )
 
 
-def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def randn_like(
+    input: Tensor,
+    *,
+    generator=None,
+    dtype=None,
+    device=None,
+    requires_grad: bool = False,
+    layout=None,
+    memory_format=None,
+) -> Tensor:
     """:func:`randn` with ``input``'s shape (and dtype and device unless given)."""
+    _options("randn_like()", layout, False, memory_format, input.ndim, preserve=True)
     return randn(
         input.shape,
         generator=generator,
@@ -533,10 +624,20 @@ def randn_like(input: Tensor, *, generator=None, dtype=None, device=None, requir
 
 
 def randint_like(
-    input: Tensor, low=0, high=None, *, generator=None, dtype=None, device=None, requires_grad: bool = False
+    input: Tensor,
+    low=0,
+    high=None,
+    *,
+    generator=None,
+    dtype=None,
+    device=None,
+    requires_grad: bool = False,
+    layout=None,
+    memory_format=None,
 ) -> Tensor:
     """:func:`randint` with ``input``'s shape (and dtype and device unless given): ``randint_like(x, high)`` or
     ``randint_like(x, low, high)``."""
+    _options("randint_like()", layout, False, memory_format, input.ndim, preserve=True)
     if high is None:
         low, high = 0, low
     return randint(

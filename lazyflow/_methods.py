@@ -42,6 +42,7 @@ for _n, _f in {
     "stft": SP.stft,
     "istft": SP.istft,
     **TX.METHODS,
+    **TX.PROPERTIES,
     **HH.METHODS,
 }.items():
     setattr(Tensor, _n, _f)

@@ -24,6 +24,7 @@ import jax.core
 import numpy as np
 
 from ._core import dtypes as D
+from ._core import formats as _F
 from ._core.context import state
 from ._core.device import Device, default_device, from_jax_device, to_jax_device
 from ._core.errors import AutogradError, DTypeError, GraphError, IndexOutOfRangeError, ShapeError, user_frame
@@ -426,11 +427,16 @@ class Tensor:
         return t
 
     def to(self, *args, **kwargs) -> Tensor:
-        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)`` or ``to(sharding)``."""
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)`` or ``to(sharding)``; keywords
+        ``dtype``, ``device``, ``non_blocking``, ``copy`` (a new tensor even when nothing converts; otherwise
+        ``self`` comes back unchanged, sharing its storage, as in torch) and ``memory_format`` (checked as torch
+        checks it; lazyflow has no strides, so it changes no value: see ``lazyflow._core.formats``)."""
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
-        kwargs.pop("copy", None)
+        copy = kwargs.pop("copy", False)
+        # a physical-layout request: checked as torch checks it, no value changes (lazyflow._core.formats)
+        _F.check_memory_format(kwargs.pop("memory_format", None), self.ndim, "Tensor.to()")
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
@@ -450,6 +456,8 @@ class Tensor:
             if dtype is not t.dtype:
                 dtype.to_jax()  # a named error for a 64-bit dtype while x64 is off
                 t = state.interp.apply(_R["cast"], (t,), (dtype,))
+        if copy and t is self:  # torch: copy=True gives a new tensor even when nothing converts
+            t = state.interp.apply(_R["copy"], (t,), ())
         return t
 
     def cpu(self) -> Tensor:
@@ -500,10 +508,16 @@ class Tensor:
         return self.to(D.uint8)
 
     def contiguous(self, memory_format=None) -> Tensor:
+        """``self``: a lazyflow tensor is dense (``memory_format`` is checked as torch checks it and changes no
+        value: see ``lazyflow._core.formats``)."""
+        _F.check_memory_format(memory_format, self.ndim, "Tensor.contiguous()")
         return self
 
     def is_contiguous(self, memory_format=None) -> bool:
-        return True
+        """True for the default format; for a channels-last one, whether this tensor's row-major strides
+        (``stride()``) are also laid out that way (torch's test on the same strides)."""
+        _F.check_memory_format(memory_format, None, "Tensor.is_contiguous()")
+        return _F.is_contiguous_as(self._meta[0], memory_format)
 
     def data_ptr(self) -> int:
         return self._value.unsafe_buffer_pointer()

@@ -1,12 +1,16 @@
-"""``lf.frombuffer``, ``lf.thread_safe_generator`` and a few Tensor methods with one obvious meaning for dense
-tensors: ``hardshrink``, ``dense_dim``, ``const_data_ptr``, ``module_load``."""
+"""``lf.frombuffer``, ``lf.thread_safe_generator`` and a few Tensor methods and properties with one obvious meaning
+for dense tensors: ``hardshrink``, ``dense_dim``, ``const_data_ptr``, ``module_load``, ``pin_memory``; ``H``, ``mH``,
+``itemsize``, ``nbytes``, ``layout``, ``is_cpu``, ``output_nr`` and torch's ``is_<kind>`` flags."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
 from ._core import dtypes as D
-from ._core.errors import DTypeError, ValueRangeError
+from ._core import formats as _formats
+from ._core.errors import DeviceError, DTypeError, ShapeError, ValueRangeError
 from ._creation import tensor
 from ._functional import where
 from ._tensor import Tensor
@@ -81,7 +85,87 @@ def module_load(self: Tensor, other: Tensor, assign: bool = False) -> Tensor:
     return self.copy_(other).detach()
 
 
+def pin_memory(self: Tensor, device=None) -> Tensor:
+    """A copy of this CPU tensor for fast transfers to an accelerator. As in torch it needs one: on a machine
+    without, it raises as torch's CPU build does. Where there is one, the copy is an ordinary host tensor (JAX
+    stages host-to-device copies itself; ``is_pinned()`` stays False).
+
+    Raises:
+        DeviceError: no accelerator on this machine, or the tensor is not on the CPU.
+    """
+    from_type = self.device.type
+    if not _formats.has_accelerator():
+        raise DeviceError("Cannot access accelerator device when none is available.")
+    if from_type != "cpu":
+        raise DeviceError(f"cannot pin a {from_type} tensor: only dense CPU tensors can be pinned")
+    return self.clone()
+
+
+def is_pinned(self: Tensor, device=None) -> bool:
+    """False: lazyflow never pins host memory itself (see :meth:`pin_memory`)."""
+    return False
+
+
+def _h(self: Tensor) -> Tensor:
+    """The conjugate transpose of a matrix (2-D only, as torch's ``Tensor.H``)."""
+    if self.ndim != 2:
+        raise ShapeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.")
+    return self.transpose(0, 1).conj()
+
+
+def _mh(self: Tensor) -> Tensor:
+    """The conjugate transpose of the last two dimensions (a matrix or a batch of them)."""
+    if self.ndim < 2:
+        raise ShapeError(f"tensor.mH is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor.")
+    return self.transpose(-2, -1).conj()
+
+
+def _volatile(self: Tensor) -> bool:
+    warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning, stacklevel=2)
+    return False
+
+
+def _false(self: Tensor) -> bool:
+    return False
+
+
+PROPERTIES = {
+    "H": property(_h),
+    "mH": property(_mh),
+    "itemsize": property(lambda self: self.dtype.itemsize, doc="Bytes per element (``element_size()``)."),
+    "nbytes": property(lambda self: self.numel() * self.dtype.itemsize, doc="Bytes of all elements."),
+    "layout": property(lambda self: _formats.strided, doc="``lf.strided``: lazyflow's tensors are dense."),
+    "is_cpu": property(lambda self: self.device.type == "cpu", doc="Whether the tensor lives on a CPU device."),
+    "output_nr": property(
+        lambda self: self._oidx if self._node is not None else 0,
+        doc="Which output of its ``grad_fn`` this tensor is (0 for a leaf).",
+    ),
+    "name": property(lambda self: None, doc="None: lazyflow has no named tensors (torch's unnamed tensors say None)."),
+    "volatile": property(_volatile, doc="False, with torch's warning (removed in torch 0.4)."),
+    # torch's flags for layouts, dtypes and devices lazyflow does not have: always False here
+    **{
+        n: property(_false, doc="False: not a layout, dtype or device kind lazyflow has.")
+        for n in (
+            "is_sparse",
+            "is_sparse_csr",
+            "is_quantized",
+            "is_mkldnn",
+            "is_nested",
+            "is_meta",
+            "is_mps",
+            "is_xla",
+            "is_xpu",
+            "is_ipu",
+            "is_vulkan",
+            "is_maia",
+            "is_mtia",
+        )
+    },
+}
+
 METHODS = {
+    "pin_memory": pin_memory,
+    "is_pinned": is_pinned,
     "module_load": module_load,
     "hardshrink": hardshrink,
     "dense_dim": dense_dim,

@@ -27,9 +27,6 @@ from tests._harness import MODES, compiled
 # ---------------------------------------------------------------- what is not compared, and why
 SKIPPED_PARAMETERS = {
     "out": "results are new tensors: JAX arrays are immutable, so there is no output buffer to fill",
-    "layout": "lazyflow has dense (strided) tensors only",
-    "pin_memory": "JAX manages host-device transfer buffers itself; there is no page-locked allocation to ask for",
-    "memory_format": "XLA chooses physical layouts; every tensor is logically contiguous",
     "self": "torch.pow's scalar-base overload calls its first operand `self`; lf.pow(2, x) takes it positionally",
     "out_dtype": "torch.mm/bmm(out_dtype=) runs only on CUDA (its CPU kernel raises NotImplementedError)",
 }

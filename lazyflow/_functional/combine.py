@@ -12,6 +12,7 @@ import numpy as np
 
 from .._core import dtypes as D
 from .._core.errors import ArgumentError, DTypeError, ShapeError, ValueRangeError
+from .._core.formats import check_layout
 from .._creation import tensor
 from .._tensor import Tensor, _dim
 from ._common import _t
@@ -119,7 +120,8 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
     return reshape(index_select(input, 0, tensor(idx.reshape(-1))), (idx.shape[0], r))
 
 
-def _tri_indices(name, np_fn, row, col, offset, dtype):
+def _tri_indices(name, np_fn, row, col, offset, dtype, device, layout):
+    check_layout(layout, f"{name}()")
     dtype = D.to_dtype(dtype)
     if dtype not in (D.int32, D.int64):
         raise DTypeError(f"{name}: dtype must be int32 or int64 (lf.long), got {dtype}")
@@ -127,7 +129,7 @@ def _tri_indices(name, np_fn, row, col, offset, dtype):
         if builtins.int(v) < 0:
             raise ValueRangeError(f"{name}: {n} must be non-negative, got {v}")
     i, j = np_fn(builtins.int(row), builtins.int(offset), builtins.int(col))
-    return tensor(np.stack([i, j]).astype(dtype.np).reshape(2, -1), dtype=dtype)
+    return tensor(np.stack([i, j]).astype(dtype.np).reshape(2, -1), dtype=dtype, device=device)
 
 
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype=D.int64, device=None, layout=None) -> Tensor:
@@ -137,12 +139,12 @@ def tril_indices(row: int, col: int, offset: int = 0, *, dtype=D.int64, device=N
     Raises:
         DTypeError: a dtype other than int32/int64. ValueRangeError: a negative size.
     """
-    return _tri_indices("tril_indices", np.tril_indices, row, col, offset, dtype)
+    return _tri_indices("tril_indices", np.tril_indices, row, col, offset, dtype, device, layout)
 
 
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype=D.int64, device=None, layout=None) -> Tensor:
     """The ``(2, n)`` indices of the upper triangle (on and above diagonal ``offset``), row by row."""
-    return _tri_indices("triu_indices", np.triu_indices, row, col, offset, dtype)
+    return _tri_indices("triu_indices", np.triu_indices, row, col, offset, dtype, device, layout)
 
 
 def block_diag(*tensors: Tensor) -> Tensor:

@@ -10,6 +10,7 @@ import numpy as np
 from .._core import dtypes as D
 from .._core.context import state
 from .._core.errors import DTypeError, OpError
+from .._core.formats import check_memory_format
 from .._tensor import Tensor
 from ..ops.table import REGISTRY as R
 from ._common import _apply
@@ -521,5 +522,7 @@ def cast(input: Tensor, dtype) -> Tensor:
 
 
 def clone(input: Tensor, *, memory_format=None) -> Tensor:
-    """A copy with its own buffer; gradients flow back to ``input``."""
+    """A copy with its own buffer; gradients flow back to ``input`` (``memory_format`` is checked as torch checks
+    it and changes no value: lazyflow has no strides)."""
+    check_memory_format(memory_format, input.ndim, "clone()")
     return _apply(R["copy"], (input,))

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._core import dtypes as D
 from .._core.errors import DTypeError, NotSupportedError, OpError, ShapeError, ValueRangeError
+from .._core.formats import check_layout, check_pin_memory
 from .._creation import rand, randint, tensor
 from .._tensor import Tensor, _dim
 from .elementwise import log1p
@@ -38,13 +39,14 @@ def _float_dtype(dtype, name: str):
     return d
 
 
-def range(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def range(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False, layout=None) -> Tensor:
     """``[start, start + step, ..., end]`` with ``end`` included (deprecated in torch in favour of ``arange``);
     the default float dtype unless ``dtype`` is given.
 
     Raises:
         ValueRangeError: ``step == 0`` or a step of the wrong sign.
     """
+    check_layout(layout, "range()")
     if end is None:
         start, end = 0, start
     if step == 0:
@@ -59,12 +61,15 @@ def range(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad: 
     return tensor(vals, dtype=d, device=device, requires_grad=requires_grad)
 
 
-def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad: bool = False):
+def logspace(
+    start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad: bool = False, layout=None
+) -> Tensor:
     """``base ** linspace(start, end, steps)``.
 
     Raises:
         ValueRangeError: negative ``steps``.
     """
+    check_layout(layout, "logspace()")
     if steps < 0:
         raise ValueRangeError(f"number of steps must be non-negative, got {steps}")
     d = D.get_default_dtype() if dtype is None else D.to_dtype(dtype)
@@ -96,8 +101,11 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
     return out if increasing else out.flip(1)
 
 
-def _window(name: str, window_length: int, periodic: bool, dtype, fn, device, requires_grad: bool) -> Tensor:
+def _window(
+    name: str, window_length: int, periodic: bool, dtype, fn, device, requires_grad: bool, layout=None
+) -> Tensor:
     """A window computed in float64 on the host (``fn(n, M)`` over ``n = 0..M-1``), then converted to ``dtype``."""
+    check_layout(layout, f"{name}()")
     if window_length < 0:
         raise ValueRangeError(f"{name} requires non-negative window_length, got window_length={window_length}")
     d = _float_dtype(dtype, name)
@@ -110,14 +118,14 @@ def _window(name: str, window_length: int, periodic: bool, dtype, fn, device, re
 
 
 def hann_window(
-    window_length: int, periodic: bool = True, *, dtype=None, device=None, requires_grad: bool = False
+    window_length: int, periodic: bool = True, *, dtype=None, device=None, requires_grad: bool = False, layout=None
 ) -> Tensor:
     """The Hann window ``0.5 - 0.5 cos(2 pi n / (N - 1))`` (``periodic``: of length N + 1, last dropped)."""
 
     def f(n, m):
         return 0.5 - 0.5 * np.cos(2 * np.pi * n / (m - 1))
 
-    return _window("hann_window", window_length, periodic, dtype, f, device, requires_grad)
+    return _window("hann_window", window_length, periodic, dtype, f, device, requires_grad, layout)
 
 
 def hamming_window(
@@ -129,35 +137,38 @@ def hamming_window(
     dtype=None,
     device=None,
     requires_grad: bool = False,
+    layout=None,
+    pin_memory: bool = False,
 ) -> Tensor:
     """The Hamming window ``alpha - beta cos(2 pi n / (N - 1))``."""
 
     def f(n, m):
         return alpha - beta * np.cos(2 * np.pi * n / (m - 1))
 
-    return _window("hamming_window", window_length, periodic, dtype, f, device, requires_grad)
+    check_pin_memory(pin_memory, "hamming_window()")
+    return _window("hamming_window", window_length, periodic, dtype, f, device, requires_grad, layout)
 
 
 def blackman_window(
-    window_length: int, periodic: bool = True, *, dtype=None, device=None, requires_grad: bool = False
+    window_length: int, periodic: bool = True, *, dtype=None, device=None, requires_grad: bool = False, layout=None
 ) -> Tensor:
     """The Blackman window ``0.42 - 0.5 cos(2 pi n / (N-1)) + 0.08 cos(4 pi n / (N-1))``."""
 
     def f(n, m):
         return 0.42 - 0.5 * np.cos(2 * np.pi * n / (m - 1)) + 0.08 * np.cos(4 * np.pi * n / (m - 1))
 
-    return _window("blackman_window", window_length, periodic, dtype, f, device, requires_grad)
+    return _window("blackman_window", window_length, periodic, dtype, f, device, requires_grad, layout)
 
 
 def bartlett_window(
-    window_length: int, periodic: bool = True, *, dtype=None, device=None, requires_grad: bool = False
+    window_length: int, periodic: bool = True, *, dtype=None, device=None, requires_grad: bool = False, layout=None
 ) -> Tensor:
     """The Bartlett (triangular) window ``1 - |2n / (N - 1) - 1|``."""
 
     def f(n, m):
         return 1 - np.abs(2 * n / (m - 1) - 1)
 
-    return _window("bartlett_window", window_length, periodic, dtype, f, device, requires_grad)
+    return _window("bartlett_window", window_length, periodic, dtype, f, device, requires_grad, layout)
 
 
 def kaiser_window(
@@ -168,6 +179,7 @@ def kaiser_window(
     dtype=None,
     device=None,
     requires_grad: bool = False,
+    layout=None,
 ) -> Tensor:
     """The Kaiser window ``I0(beta sqrt(1 - (2n / (N - 1) - 1)**2)) / I0(beta)``."""
 
@@ -175,7 +187,7 @@ def kaiser_window(
         r = np.sqrt(np.clip(1 - (2 * n / (m - 1) - 1) ** 2, 0, None))
         return np.i0(beta * r) / np.i0(builtins.float(beta))
 
-    return _window("kaiser_window", window_length, periodic, dtype, f, device, requires_grad)
+    return _window("kaiser_window", window_length, periodic, dtype, f, device, requires_grad, layout)
 
 
 def gradient(input: Tensor, *, spacing=1, dim=None, edge_order: int = 1) -> tuple:

@@ -19,6 +19,7 @@ import numpy as np
 from .._core import dtypes as D
 from .._core.context import state
 from .._core.errors import DTypeError, ValueRangeError
+from .._core.formats import check_layout
 from .._creation import tensor
 from .._functional import conj, roll
 from .._tensor import Tensor, _dim
@@ -238,15 +239,17 @@ def _freq(fn: str, k: np.ndarray, n: int, d: float, dtype, device, requires_grad
     return tensor(vals, dtype=dt, device=device, requires_grad=requires_grad)
 
 
-def fftfreq(n: int, d: float = 1.0, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def fftfreq(n: int, d: float = 1.0, *, dtype=None, device=None, requires_grad: bool = False, layout=None) -> Tensor:
     """The sample frequencies of :func:`fft` of length ``n`` with sample spacing ``d``:
     ``[0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] / (d * n)``."""
+    check_layout(layout, "fft.fftfreq()")
     k = np.concatenate([np.arange((n - 1) // 2 + 1), np.arange(-(n // 2), 0)]) if n > 0 else np.zeros(0)
     return _freq("fftfreq", k, n, d, dtype, device, requires_grad)
 
 
-def rfftfreq(n: int, d: float = 1.0, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def rfftfreq(n: int, d: float = 1.0, *, dtype=None, device=None, requires_grad: bool = False, layout=None) -> Tensor:
     """The sample frequencies of :func:`rfft` of length ``n``: ``[0, 1, ..., n // 2] / (d * n)``."""
+    check_layout(layout, "fft.rfftfreq()")
     return _freq("rfftfreq", np.arange(n // 2 + 1) if n > 0 else np.zeros(0), n, d, dtype, device, requires_grad)
 
 

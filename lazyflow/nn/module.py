@@ -19,6 +19,7 @@ import numpy as np
 
 from .._core import dtypes as D
 from .._core.errors import CheckpointError, DTypeError
+from .._core.formats import channels_last, channels_last_3d, check_memory_format
 from .._core.placement import sharding_of
 from .._functional.inplace import zero_grads
 from .._ingress import array as owned_array
@@ -820,14 +821,20 @@ class Module:
 
     def to(self, *args, **kwargs) -> Module:
         """Move and/or cast parameters and buffers in place: ``to(device)``, ``to(dtype)``,
-        ``to(device, dtype)`` or ``to(tensor)``. A dtype applies to floating tensors only.
+        ``to(device, dtype)``, ``to(tensor)``, keywords ``device``, ``dtype``, ``non_blocking``, ``memory_format``.
+        A floating or complex dtype applies to floating and complex tensors only (integer buffers keep theirs; a
+        complex tensor cast to a floating dtype keeps its real part, as in torch). ``memory_format`` is checked on
+        the 4-D (``channels_last``) or 5-D (``channels_last_3d``) tensors and changes no value (lazyflow has no
+        strides: see ``lazyflow._core.formats``).
 
         Raises:
-            DTypeError: a non-floating dtype.
+            DTypeError: a dtype that is neither floating nor complex (a TypeError, as torch's).
+            ArgumentError: a ``memory_format`` that is not one.
         """
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
+        fmt = kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
@@ -840,13 +847,21 @@ class Module:
                     device = a
         if dtype is not None:
             dtype = D.to_dtype(dtype)
-            if not dtype.is_floating_point:
-                raise DTypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
+            if not (dtype.is_floating_point or dtype.is_complex):
+                raise DTypeError(
+                    f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}"
+                )
+        check_memory_format(fmt, None, "nn.Module.to()")
+        rank = {channels_last: 4, channels_last_3d: 5}.get(fmt)  # type: ignore[call-overload]
 
         def convert(t):
+            if rank is not None and t.ndim == rank:
+                t = t.contiguous(memory_format=fmt)
             if device is not None:
                 t = t.to(device)
-            if dtype is not None and t.is_floating_point():
+            if dtype is not None and (t.is_floating_point() or t.is_complex()):
+                if t.is_complex() and not dtype.is_complex:
+                    t = t.real  # torch keeps the real part (and warns that the imaginary part is dropped)
                 t = t.to(dtype)
             return t
 
