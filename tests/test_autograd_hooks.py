@@ -322,3 +322,20 @@ def test_hook_inside_an_lf_func_transform_is_a_graph_error():
 
     with pytest.raises(GraphError, match="lf.func transform"):
         lf.func.grad(f)(lf.ones(2))
+
+
+def test_a_leaf_hook_alive_at_interpreter_exit_leaves_no_error_behind():
+    """A leaf with a hook that dies during interpreter shutdown (held by a dict, as exec'd script globals are)
+    must not print "Exception ignored ... 'NoneType' object has no attribute 'pop'" (the weakref callback read the
+    module's hook table after module teardown had set it to None)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import lazyflow as lf\ng = {'lf': lf}\n"
+        "exec('x = lf.randn(3, requires_grad=True)\\nx.register_hook(lambda g: g * 2)\\n"
+        "(x * 2).sum().backward()\\nassert (x.grad.numpy() == 4).all()', g)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "Exception ignored" not in r.stderr and "Traceback" not in r.stderr, r.stderr

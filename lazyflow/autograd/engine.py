@@ -60,7 +60,8 @@ def register_hook(t, hook):
         key = id(t)
         entry = _leaf_hooks.get(key)
         if entry is None or entry[0]() is not t:
-            entry = _leaf_hooks[key] = (weakref.ref(t, lambda _, k=key: _leaf_hooks.pop(k, None)), [])
+            # the dict bound now: at interpreter exit the module's globals may already be None when t dies
+            entry = _leaf_hooks[key] = (weakref.ref(t, lambda _, k=key, d=_leaf_hooks: d.pop(k, None)), [])
         entry[1].append(hook)
         return _Handle(key, hook, _leaf_hooks)
     if node.hooks is None:
