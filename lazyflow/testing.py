@@ -195,7 +195,12 @@ def _walk(actual, expected, path: str, opts: dict) -> None:
         for k in expected:
             _walk(actual[k], expected[k], f"{path}[{k!r}]", opts)
         return None
-    if _is_sequence(actual) and _is_sequence(expected):
+    if (
+        isinstance(actual, Sequence)
+        and isinstance(expected, Sequence)
+        and _is_sequence(actual)
+        and _is_sequence(expected)
+    ):
         if len(actual) != len(expected):
             raise _Mismatch(
                 AssertionError, f"The length of the sequences mismatch: {len(actual)} != {len(expected)}" + _where(path)
@@ -345,7 +350,7 @@ def make_tensor(
         else:
             info = iinfo(dtype)
             lo, hi = _bounds(low, high, info.min, info.max + (dtype is not D.int64), (-9, 10), dtype, True)
-        out = randint(lo, hi, tuple(shape), dtype=D.int64 if dtype is D.bool_ else dtype, device=device)
+        out = randint(int(lo), int(hi), tuple(shape), dtype=D.int64 if dtype is D.bool_ else dtype, device=device)
         out = out.to(dtype) if dtype is D.bool_ else out
         if exclude_zero:
             out = out.masked_fill(out == 0, 1)
