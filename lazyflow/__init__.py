@@ -165,6 +165,7 @@ from .autograd import functional as _autograd_functional  # lf.autograd.function
 from .func import vmap
 from . import accelerator, backends, cuda, jit, export, testing
 from .checkpoint import load, save
+from . import hub
 
 bool = bool_
 

@@ -85,6 +85,7 @@ LAYERS = {
     "lazyflow.func": 4.5,  # functional_call: nn modules run on graph mode's trace interpreter
     "lazyflow.graph": 5,  # graph/__init__, module.py (CompiledModule) and nn_graph.py sit above nn/optim
     "lazyflow.checkpoint": 6,
+    "lazyflow.hub": 6.5,  # torch.hub: downloads weights files and loads them through lazyflow.checkpoint
     "lazyflow.config": 6,
     "lazyflow.jit": 6,  # torch.jit's entry points over lf.compile
     "lazyflow.export": 7,  # torch.export over jax.export: graph mode's trace, saved through lazyflow.checkpoint
