@@ -65,8 +65,25 @@ class Device:
     def __reduce__(self):
         return (Device, (self.type, self.index))
 
+    def __enter__(self) -> Device:
+        """``with lf.device("cuda"):`` -- tensors created in the block go to this device unless told otherwise
+        (torch's device context manager), through JAX's ``jax_default_device`` (as ``lf.set_default_device``); the
+        previous default comes back on exit, nested blocks included.
+
+        Raises:
+            DeviceError: a device JAX does not have.
+        """
+        target = to_jax_device(self)
+        _entered.append(jax.config.jax_default_device)  # type: ignore[attr-defined]
+        jax.config.update("jax_default_device", target)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        jax.config.update("jax_default_device", _entered.pop())
+
 
 device = Device
+_entered: list = []  # the default devices ``with lf.device(...)`` blocks replaced, innermost last
 
 
 def to_jax_device(d) -> JaxDevice:

@@ -21,6 +21,7 @@ from .._core import dtypes as D
 from .._core.errors import CheckpointError, DTypeError
 from .._core.formats import channels_last, channels_last_3d, check_memory_format
 from .._core.placement import sharding_of
+from .._creation import empty_like
 from .._functional.inplace import zero_grads
 from .._ingress import array as owned_array
 from .._tensor import Tensor, _make, _rebind
@@ -866,6 +867,16 @@ class Module:
             return t
 
         return self._apply(convert)
+
+    def to_empty(self, *, device, recurse: bool = True) -> Module:
+        """Move parameters and buffers to ``device`` without copying their values (torch's ``to_empty``: the new
+        storage is uninitialised there, zeros here -- XLA has no uninitialised buffers). For a model built
+        somewhere cheap and then filled by ``load_state_dict`` or an init function on its device.
+
+        Raises:
+            DeviceError: a device JAX does not have.
+        """
+        return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
 
     def _cast_floats(self, dtype) -> Module:
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)

@@ -1,0 +1,88 @@
+"""torch namespaces and idioms of model files (session 7): ``with lf.device(...)``, ``Module.to_empty``,
+``lf.random``; reference: torch called the same way."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import lazyflow as lf
+
+
+def test_device_context_sets_the_default_device_and_restores_it():
+    """Two CPU devices (a fresh process with XLA's host device count 2): tensors made in the block land on the
+    block's device, nested blocks restore their outer device, and a bad device leaves the default unchanged."""
+    code = (
+        "import lazyflow as lf\n"
+        "dev = lambda t: next(iter(t._value.devices())).id\n"
+        "with lf.device('cpu', 1) as d:\n"
+        "    assert d == lf.device('cpu', 1)\n"
+        "    assert dev(lf.zeros(2)) == dev(lf.randn(2)) == dev(lf.tensor([1.0])) == dev(lf.arange(3)) == 1\n"
+        "    with lf.device('cpu:0'):\n"
+        "        assert dev(lf.ones(1)) == 0\n"
+        "    assert dev(lf.ones(1)) == 1\n"
+        "assert dev(lf.zeros(1)) == 0\n"
+        "try:\n"
+        "    with lf.device('tpu'):\n"
+        "        pass\n"
+        "except lf.DeviceError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('no error')\n"
+        "assert dev(lf.zeros(1)) == 0\n"
+        "print('ok')\n"
+    )
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=180)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_device_context_on_the_default_device_as_torchs():
+    for lib in (lf, torch):
+        with lib.device("cpu"):
+            t = lib.zeros(2)
+        assert t.device == lib.device("cpu")
+
+
+def test_to_empty_keeps_structure_dtypes_and_parameters_as_torchs():
+    ours = lf.nn.Sequential(lf.nn.Linear(2, 3), lf.nn.BatchNorm1d(3))
+    theirs = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.BatchNorm1d(3))
+    assert ours.to_empty(device="cpu") is ours
+    theirs.to_empty(device="cpu")
+    so, st = ours.state_dict(), theirs.state_dict()
+    assert list(so) == list(st)
+    for k in so:
+        assert tuple(so[k].shape) == tuple(st[k].shape) and str(so[k].dtype)[9:] == str(st[k].dtype)[6:]
+    assert isinstance(ours[0].weight, lf.nn.Parameter) and ours[0].weight.requires_grad
+    ours.load_state_dict({k: lf.tensor(v.numpy()) for k, v in theirs.state_dict().items()})  # then filled
+    x = np.ones((4, 2), np.float32)
+    ours.eval(), theirs.eval()
+    np.testing.assert_allclose(ours(lf.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy(), atol=1e-6)
+    with pytest.raises(lf.DeviceError):
+        ours.to_empty(device="tpu")
+
+
+def test_random_namespace_and_fork_rng_as_torchs():
+    assert set(torch.random.__all__) <= set(dir(lf.random))
+    for lib in (lf, torch):
+        lib.random.manual_seed(7)
+        a = lib.rand(3)
+        lib.random.manual_seed(7)
+        with lib.random.fork_rng():
+            lib.rand(5)
+        assert (lib.rand(3) == a).all()  # the block's draws did not move the generator
+        lib.random.manual_seed(7)
+        with lib.random.fork_rng(enabled=False):
+            lib.rand(5)
+        assert not (lib.rand(3) == a).all()
+        state = lib.random.get_rng_state()
+        with pytest.raises(KeyError), lib.random.fork_rng():
+            lib.rand(2)
+            raise KeyError("inside")
+        assert (lib.random.get_rng_state() == state).all()  # restored after an error too
+        assert lib.random.initial_seed() == 7
