@@ -76,6 +76,7 @@ LAYERS = {
     "lazyflow.distributed": 3,
     "lazyflow.distributed.run": 3,
     "lazyflow.nn": 4,
+    "lazyflow.nn.attention": 4,  # sdpa_kernel over lazyflow.backends.cuda's attention switches
     "lazyflow.optim": 4,
     "lazyflow.utils": 4,
     "lazyflow.utils.jax": 4,  # to_jax/from_jax and wrap (a generated op record run by whichever interpreter is active)

@@ -86,3 +86,49 @@ def test_random_namespace_and_fork_rng_as_torchs():
             raise KeyError("inside")
         assert (lib.random.get_rng_state() == state).all()  # restored after an error too
         assert lib.random.initial_seed() == 7
+
+
+def test_attention_backend_switches_as_torchs():
+    import torch.nn.attention as ta
+    from torch.nn.attention import SDPBackend as TB
+
+    import lazyflow.nn.attention as la
+
+    assert {b.name: b.value for b in la.SDPBackend} == {n: getattr(TB, n).value for n in dir(TB) if n.isupper()}
+    q = np.random.default_rng(0).standard_normal((1, 2, 4, 8)).astype(np.float32)
+    for lib, att in ((lf, la), (torch, ta)):
+        cuda = lib.backends.cuda
+        assert cuda.flash_sdp_enabled() and cuda.math_sdp_enabled() and cuda.mem_efficient_sdp_enabled()
+        with att.sdpa_kernel(att.SDPBackend.MATH):
+            assert cuda.math_sdp_enabled() and not cuda.flash_sdp_enabled() and not cuda.cudnn_sdp_enabled()
+            out = lib.nn.functional.scaled_dot_product_attention(*(lib.tensor(q),) * 3)
+        with att.sdpa_kernel([att.SDPBackend.FLASH_ATTENTION, att.SDPBackend.EFFICIENT_ATTENTION]):
+            assert cuda.flash_sdp_enabled() and not cuda.math_sdp_enabled()
+            same = lib.nn.functional.scaled_dot_product_attention(*(lib.tensor(q),) * 3)
+        np.testing.assert_allclose(out.numpy(), same.numpy(), rtol=1e-5, atol=1e-6)
+        assert cuda.flash_sdp_enabled() and cuda.math_sdp_enabled()  # restored
+        with pytest.warns(FutureWarning):
+            with cuda.sdp_kernel(enable_flash=False):
+                assert not cuda.flash_sdp_enabled()
+        cuda.enable_flash_sdp(False)
+        assert not cuda.flash_sdp_enabled()
+        cuda.enable_flash_sdp(True)
+        assert cuda.is_flash_attention_available() == lf.cuda.is_available()
+    with pytest.raises(lf.ArgumentError):
+        la.sdpa_kernel(["math"])
+
+
+def test_private_argument_normalisers_model_files_import():
+    from torch.nn.modules import utils as tu
+
+    from lazyflow.nn.modules import utils as lu
+
+    for name in ("_single", "_pair", "_triple", "_quadruple"):
+        for x in (3, (1, 2), [4, 5, 6]):
+            assert getattr(lu, name)(x) == getattr(tu, name)(x)
+    assert lu._reverse_repeat_tuple((1, 2), 2) == tu._reverse_repeat_tuple((1, 2), 2)
+    assert lu._list_with_default([None, 3], [8, 9, 10]) == tu._list_with_default([None, 3], [8, 9, 10])
+    assert lu._list_with_default(5, [1]) == tu._list_with_default(5, [1]) == 5
+    for mod in (lu, tu):
+        with pytest.raises(ValueError, match="at least 3"):
+            mod._list_with_default([1, 2], [1, 2])

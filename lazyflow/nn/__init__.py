@@ -1,6 +1,6 @@
 """``lazyflow.nn``: Module, Parameter, layers, losses, init and utilities with PyTorch's contracts."""
 
-from . import functional, init, modules, parallel, utils
+from . import attention, functional, init, modules, parallel, utils
 from .module import IncompatibleKeys, Module, RemovableHandle
 from .modules import *
 from .parallel import DataParallel
