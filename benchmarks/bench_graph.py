@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from benchmarks._util import fmt_ms, table, timeit
+from benchmarks._util import fmt_ms, interleaved, table
 from benchmarks.models import build
 
 # model -> (batch shapes, optimizer, number of classes / vocab)
@@ -175,25 +175,22 @@ def bench_case(key, quick: bool, with_torch_compile: bool) -> dict:
     number, repeat = (1, 3) if (quick or heavy) else (20, 7)
     if quick:
         repeat = 2
+    elif name == "mlp":
+        repeat = 15  # ~1 ms per call: more rounds cost little and steady the medians
     res = {"case": key}
     _, _, tstep, _, _ = _torch_step(name, xs, ys, opt_name)
-    res["torch"] = timeit(tstep, number=number, repeat=repeat, warmup=1 if heavy else 3)
     eager, graph = _lf_steps(name, xs, ys, opt_name)
     t0 = time.perf_counter()
     graph()
     res["lf_graph_first_call_s"] = time.perf_counter() - t0
-    res["lf_graph"] = timeit(graph, number=number, repeat=repeat, warmup=1)
+    fns = {"torch": tstep, "lf_graph": graph}
     if not heavy or not quick:
-        res["lf_eager"] = timeit(eager, number=number, repeat=repeat, warmup=1 if heavy else 3)
+        fns["lf_eager"] = eager
     if name == "mlp":
         jrun, jcompile = _jax_mlp_step(xs, ys)
-        res["jax_jit"] = timeit(jrun, number=number, repeat=repeat)
         res["jax_jit_compile_s"] = jcompile
         lf_fwd, jax_fwd = _mlp_forwards(xs)
-        lf_fwd()
-        jax_fwd()
-        res["lf_compile_fwd"] = timeit(lf_fwd, number=number, repeat=repeat)
-        res["jax_jit_fwd"] = timeit(jax_fwd, number=number, repeat=repeat)
+        fns.update(jax_jit=jrun, lf_compile_fwd=lf_fwd, jax_jit_fwd=jax_fwd)
     if with_torch_compile and name == "mlp":
         import torch
 
@@ -202,7 +199,13 @@ def bench_case(key, quick: bool, with_torch_compile: bool) -> dict:
         t0 = time.perf_counter()
         tstep2(ctm)
         res["torch_compile_first_call_s"] = time.perf_counter() - t0
-        res["torch_compile"] = timeit(lambda: tstep2(ctm), number=number, repeat=repeat)
+        fns["torch_compile"] = lambda: tstep2(ctm)
+    # every contestant in one process, in alternating rounds (benchmarks._util.interleaved): each round is preceded
+    # by the contestant's own untimed calls, so torch's OpenMP threads spinning after its last op, or another
+    # model's data in the caches, cost whoever runs next nothing in its timing
+    res.update(
+        interleaved(fns, number=number, repeat=repeat, warmup=1 if heavy else 3, settle_s=None if heavy else 0.01)
+    )
     return res
 
 
