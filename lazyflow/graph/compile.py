@@ -75,6 +75,17 @@ _value_of_t = operator.attrgetter("_value")
 _is_tensor = lambda x: isinstance(x, Tensor)
 
 
+_FLAT_TREES: dict = {}
+
+
+def _flat_tree(n: int):
+    """The structure ``tree_flatten`` gives ``((t1, ..., tn), {})`` for ``n`` tensors (cached per ``n``)."""
+    tree = _FLAT_TREES.get(n)
+    if tree is None:
+        tree = _FLAT_TREES[n] = jax.tree_util.tree_structure(((0,) * n, {}))
+    return tree
+
+
 def _leaf_key(x):
     if isinstance(x, Tensor):
         return x._meta
@@ -278,7 +289,10 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if state.tracing:  # nested inside another trace: just inline
             return self._eager_call(args, kwargs)
-        leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
+        if not kwargs and all(map(_is_tensor, args)):  # the common call: tensors only, no pytree walk
+            leaves, tree = list(args), _flat_tree(len(args))
+        else:
+            leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
         if self._dynamic and self.config.mesh is None and not self._spmd:
             n = _rows(leaves)
             if n is not None:
