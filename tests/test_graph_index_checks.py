@@ -401,3 +401,67 @@ def test_a_graph_step_checks_first_and_reads_only_the_checked_arrays():
     n_hyper = len(__import__("jax").tree_util.tree_leaves(opt.functional_hyperparams()))
     first_arg = n_state + n_opt + n_hyper
     assert inputs == [first_arg, first_arg + 1, first_arg + 2]  # the token ids, the targets, the row selection
+
+
+class _BufferRows(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.register_buffer("rows", lf.tensor([0, 2]))
+
+    def forward(self, x):
+        return self.lin(x)[self.rows]
+
+
+class _SumStep(nn.Graph):
+    def __init__(self, model, opt):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(opt)
+
+    def build(self, x):
+        loss = self.model(x).sum()
+        loss.backward()
+        return loss
+
+
+def test_a_graph_step_whose_checked_index_is_state_reads_it_from_the_state():
+    # the check program is passed the buffer holding the index (a state input, not an argument): a bad value
+    # written into the buffer between steps raises eager's error, and the parameters stay as they were
+    lf.manual_seed(0)
+    m = _BufferRows()
+    tlin = torch.nn.Linear(4, 3)
+    with torch.no_grad():
+        tlin.weight.copy_(torch.tensor(_np(m.lin.weight)))
+        tlin.bias.copy_(torch.tensor(_np(m.lin.bias)))
+    opt = lf.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    topt = torch.optim.SGD(tlin.parameters(), lr=0.1, momentum=0.9)
+    step = _SumStep(m, opt)
+    x = X  # (3, 4): rows 0..2
+
+    def torch_step(rows):
+        loss = tlin(torch.tensor(x))[torch.tensor(rows)].sum()
+        loss.backward()
+        topt.step()
+        topt.zero_grad()
+        return loss.item()
+
+    np.testing.assert_allclose(step(lf.tensor(x)).item(), torch_step([0, 2]), rtol=1e-5)
+    (v,) = _variants(step._program)
+    assert len(v.check[1]) == 1  # one array read: the buffer
+    with lf.no_grad():
+        m.rows.copy_(lf.tensor([0, 3]))
+    with pytest.raises(IndexError):
+        tlin(torch.tensor(x))[torch.tensor([0, 3])]
+    params = {k: _np(p).copy() for k, p in m.named_parameters()}
+    momenta = [_np(s["momentum_buffer"]).copy() for s in opt.state_dict()["state"].values()]
+    with pytest.raises(lf.IndexOutOfRangeError, match="index 3 is out of bounds for dimension 0 with size 3"):
+        step(lf.tensor(x))
+    for k, p in m.named_parameters():
+        np.testing.assert_array_equal(_np(p), params[k], err_msg=k)
+    for a, s in zip(momenta, opt.state_dict()["state"].values()):
+        np.testing.assert_array_equal(_np(s["momentum_buffer"]), a)
+    with lf.no_grad():
+        m.rows.copy_(lf.tensor([2, 1]))
+    np.testing.assert_allclose(step(lf.tensor(x)).item(), torch_step([2, 1]), rtol=1e-5)
+    np.testing.assert_allclose(_np(m.lin.weight), tlin.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
