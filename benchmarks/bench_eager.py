@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from benchmarks._util import fmt_us, table, timeit
+from benchmarks._util import fmt_us, interleaved, table
 
 
 def bench_dispatch(quick: bool) -> list[dict]:
@@ -36,11 +36,8 @@ def bench_dispatch(quick: bool) -> list[dict]:
     for name, (lff, jitf, jnpf, tf) in cases.items():
         unary = name in ("relu", "sum")
         jit_call = (lambda f=jitf: f(ja)) if unary else (lambda f=jitf: f(ja, jb))
-        t_lf = timeit(lff, number=n, repeat=rep)
-        t_jit = timeit(jit_call, number=n, repeat=rep)
-        t_jnp = timeit(jnpf, number=n, repeat=rep)
-        t_torch = timeit(tf, number=n, repeat=rep)
-        rows.append(dict(op=name, lazyflow=t_lf, jit=t_jit, jnp=t_jnp, torch=t_torch))
+        t = interleaved(dict(lazyflow=lff, jit=jit_call, jnp=jnpf, torch=tf), number=n, repeat=rep)
+        rows.append(dict(op=name, **t))
     return rows
 
 
@@ -111,9 +108,8 @@ def bench_mlp_step(quick: bool) -> list[dict]:
             lopt.step()
             lopt.zero_grad()
 
-        t_lf = timeit(lstep, number=n, repeat=rep, warmup=5)
-        t_torch = timeit(tstep, number=n, repeat=rep, warmup=5)
-        rows.append(dict(batch=batch, lazyflow=t_lf, torch=t_torch))
+        t = interleaved(dict(lazyflow=lstep, torch=tstep), number=n, repeat=rep, warmup=5)
+        rows.append(dict(batch=batch, **t))
     return rows
 
 

@@ -7,11 +7,12 @@ Run: ``python -m benchmarks.bench_graph [--quick] [--only mlp,small_cnn,...]``.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import time
 
 import numpy as np
 
-from benchmarks._util import fmt_ms, table, timeit
+from benchmarks._util import fmt_ms, interleaved, table, timeit
 from benchmarks.models import build
 
 # model -> (batch shapes, optimizer, number of classes / vocab)
@@ -175,26 +176,31 @@ def bench_case(key, quick: bool, with_torch_compile: bool) -> dict:
     number, repeat = (1, 3) if (quick or heavy) else (20, 7)
     if quick:
         repeat = 2
+    elif name == "mlp":
+        repeat = 15  # ~1 ms per call: more rounds cost little and steady the medians
     res = {"case": key}
     _, _, tstep, _, _ = _torch_step(name, xs, ys, opt_name)
-    res["torch"] = timeit(tstep, number=number, repeat=repeat, warmup=1 if heavy else 3)
     eager, graph = _lf_steps(name, xs, ys, opt_name)
     t0 = time.perf_counter()
     graph()
     res["lf_graph_first_call_s"] = time.perf_counter() - t0
-    res["lf_graph"] = timeit(graph, number=number, repeat=repeat, warmup=1)
+    fns = {"torch": tstep, "lf_graph": graph}
     if not heavy or not quick:
-        res["lf_eager"] = timeit(eager, number=number, repeat=repeat, warmup=1 if heavy else 3)
+        fns["lf_eager"] = eager
     if name == "mlp":
         jrun, jcompile = _jax_mlp_step(xs, ys)
-        res["jax_jit"] = timeit(jrun, number=number, repeat=repeat)
         res["jax_jit_compile_s"] = jcompile
         lf_fwd, jax_fwd = _mlp_forwards(xs)
-        lf_fwd()
-        jax_fwd()
-        res["lf_compile_fwd"] = timeit(lf_fwd, number=number, repeat=repeat)
-        res["jax_jit_fwd"] = timeit(jax_fwd, number=number, repeat=repeat)
+        fns.update(jax_jit=jrun, lf_compile_fwd=lf_fwd, jax_jit_fwd=jax_fwd)
+    # every contestant in one process, in alternating rounds (benchmarks._util.interleaved): each round is preceded
+    # by the contestant's own untimed calls, so torch's OpenMP threads spinning after its last op, or another
+    # model's data in the caches, cost whoever runs next nothing in its timing
+    res.update(
+        interleaved(fns, number=number, repeat=repeat, warmup=1 if heavy else 3, settle_s=None if heavy else 0.01)
+    )
     if with_torch_compile and name == "mlp":
+        # last, and alone: once torch.compile has run, the process is not the same for the others (measured here:
+        # lf.compile's and jax.jit's MLP forward took 1.3-1.6x longer afterwards, process CPU above wall clock)
         import torch
 
         tm, _, tstep2, _, _ = _torch_step(name, xs, ys, opt_name)
@@ -206,11 +212,18 @@ def bench_case(key, quick: bool, with_torch_compile: bool) -> dict:
     return res
 
 
+def _fresh(key: str, quick: bool, with_torch_compile: bool) -> dict:
+    """:func:`bench_case` in a fresh interpreter (spawned: forking a process that runs JAX hangs), so no case runs
+    in a process an earlier case changed (torch.compile's compiler loaded, caches, allocator state)."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(bench_case, (key, quick, with_torch_compile))
+
+
 def run(quick: bool = False, only=None, with_torch_compile: bool = True) -> list[dict]:
     keys = [k for k in CASES if only is None or k in only or CASES[k][0] in only]
     if quick:
         keys = [k for k in keys if k in ("mlp_b1", "mlp_b64", "small_cnn")] or keys[:1]
-    rows = [bench_case(k, quick, with_torch_compile and not quick) for k in keys]
+    rows = [_fresh(k, quick, with_torch_compile and not quick) for k in keys]
     out = []
     for r in rows:
         t = r["torch"]

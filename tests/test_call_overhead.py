@@ -437,3 +437,31 @@ def test_graph_replay_reads_a_tensor_lr_changed_in_place():
         np.testing.assert_allclose(loss.item(), tloss, rtol=1e-5, atol=1e-6)
         _same(m, tm)
     assert step.cache_info().traces == 1
+
+
+def test_compile_tensor_only_calls_and_other_argument_shapes_alternate():
+    # a call of tensors only skips the pytree walk (its structure is cached per number of arguments); a call with a
+    # keyword, a Python number, a list or another number of tensors between such calls is still told apart
+    def f(x, y=None, k=1.0):
+        out = x * k
+        if y is not None:
+            out = out + (y[0] if isinstance(y, list) else y)
+        return out
+
+    cf = lf.compile(f)
+    a, b = lf.tensor(X), lf.tensor(X * 2)
+    calls = [
+        ((a,), {}, X),
+        ((a, b), {}, X + 2 * X),
+        ((a,), {"y": b}, X + 2 * X),
+        ((a, b, 3.0), {}, 3 * X + 2 * X),
+        ((a, [b]), {}, X + 2 * X),
+        ((a,), {"k": 2.0}, 2 * X),
+        ((b,), {}, 2 * X),
+        ((a, b), {}, X + 2 * X),
+    ]
+    with lf.no_grad():
+        for args, kwargs, want in calls + calls:
+            np.testing.assert_allclose(_np(cf(*args, **kwargs)), want, rtol=1e-6)
+    info = cf.cache_info()
+    assert info.compiles == 6 and info.traces == 6  # (a,) and (b,) share one signature, as do both (a, b) calls

@@ -348,3 +348,120 @@ def test_backward_records_no_checks_of_its_own(capsys):
     step.debug(1)
     step(lf.tensor(T_OK), lf.tensor(Y_OK), lf.tensor(SEL_OK))
     assert ", 3 deferred index checks" in capsys.readouterr().out
+
+
+# -- how the checks run: one program where nothing is donated, a pruned check program first where something is
+
+
+def _variants(program):
+    return list(program._variants.values())  # internal: the variants' programs (what ran, not what it returned)
+
+
+def test_a_compiled_forward_reads_its_checks_from_its_one_program():
+    # nothing is donated by lf.compile: the step's own program carries the check summary, read after it ran; a failed
+    # check writes nothing back (here BatchNorm's running statistics, updated by a train-mode forward)
+    lf.manual_seed(0)
+    m = nn.Sequential(nn.Embedding(6, 4), nn.BatchNorm1d(4))
+    tm = torch.nn.Sequential(torch.nn.Embedding(6, 4), torch.nn.BatchNorm1d(4))
+    with torch.no_grad():
+        tm[0].weight.copy_(torch.tensor(_np(m[0].weight)))
+    cm = lf.compile(m)
+    with lf.no_grad(), torch.no_grad():
+        for i, t in enumerate(([0, 5, 2], [1, 1, 4])):
+            np.testing.assert_allclose(_np(cm(lf.tensor(t))), tm(torch.tensor(t)).numpy(), rtol=1e-5, atol=1e-5)
+            assert cm.cache_info().checked == i + 1
+        before = {k: _np(v).copy() for k, v in m.state_dict().items()}
+        with pytest.raises(IndexError):
+            tm(torch.tensor([0, 6, 2]))
+        with pytest.raises(lf.IndexOutOfRangeError, match=r"embedding: index 6 is out of range \[0, 6\)"):
+            cm(lf.tensor([0, 6, 2]))
+        for k, v in m.state_dict().items():
+            np.testing.assert_array_equal(_np(v), before[k], err_msg=k)
+        assert cm.cache_info().checked == 3
+        np.testing.assert_allclose(
+            _np(cm(lf.tensor([3, 0, 1]))), tm(torch.tensor([3, 0, 1])).numpy(), rtol=1e-5, atol=1e-5
+        )
+    np.testing.assert_allclose(_np(m[1].running_mean), tm[1].running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(_np(m[1].running_var), tm[1].running_var.numpy(), rtol=1e-5, atol=1e-6)
+    assert [v.check for v in _variants(cm._program)] == [None]  # no second program per call
+    assert cm.cache_info().compiles == 1
+
+
+def test_a_graph_step_checks_first_and_reads_only_the_checked_arrays():
+    # a Graph step donates its parameters and optimizer state, so a failed check must raise before the step runs:
+    # a program of the checks alone runs first, passed only the arrays they read (here the target), not the state
+    m, opt, sched, *_ = _twins()
+    step = _TrainStep(m, opt, sched)
+    t, y, sel = lf.tensor(T_OK), lf.tensor(Y_OK), lf.tensor(SEL_OK)
+    step(t, y, sel)
+    (v,) = _variants(step._program)
+    run, inputs = v.check
+    n_state = len(step._program._state()[0])
+    n_opt = sum(len(s) for s in opt.functional_state())
+    n_hyper = len(__import__("jax").tree_util.tree_leaves(opt.functional_hyperparams()))
+    first_arg = n_state + n_opt + n_hyper
+    assert inputs == [first_arg, first_arg + 1, first_arg + 2]  # the token ids, the targets, the row selection
+
+
+class _BufferRows(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.register_buffer("rows", lf.tensor([0, 2]))
+
+    def forward(self, x):
+        return self.lin(x)[self.rows]
+
+
+class _SumStep(nn.Graph):
+    def __init__(self, model, opt):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(opt)
+
+    def build(self, x):
+        loss = self.model(x).sum()
+        loss.backward()
+        return loss
+
+
+def test_a_graph_step_whose_checked_index_is_state_reads_it_from_the_state():
+    # the check program is passed the buffer holding the index (a state input, not an argument): a bad value
+    # written into the buffer between steps raises eager's error, and the parameters stay as they were
+    lf.manual_seed(0)
+    m = _BufferRows()
+    tlin = torch.nn.Linear(4, 3)
+    with torch.no_grad():
+        tlin.weight.copy_(torch.tensor(_np(m.lin.weight)))
+        tlin.bias.copy_(torch.tensor(_np(m.lin.bias)))
+    opt = lf.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    topt = torch.optim.SGD(tlin.parameters(), lr=0.1, momentum=0.9)
+    step = _SumStep(m, opt)
+    x = X  # (3, 4): rows 0..2
+
+    def torch_step(rows):
+        loss = tlin(torch.tensor(x))[torch.tensor(rows)].sum()
+        loss.backward()
+        topt.step()
+        topt.zero_grad()
+        return loss.item()
+
+    np.testing.assert_allclose(step(lf.tensor(x)).item(), torch_step([0, 2]), rtol=1e-5)
+    (v,) = _variants(step._program)
+    assert len(v.check[1]) == 1  # one array read: the buffer
+    with lf.no_grad():
+        m.rows.copy_(lf.tensor([0, 3]))
+    with pytest.raises(IndexError):
+        tlin(torch.tensor(x))[torch.tensor([0, 3])]
+    params = {k: _np(p).copy() for k, p in m.named_parameters()}
+    momenta = [_np(s["momentum_buffer"]).copy() for s in opt.state_dict()["state"].values()]
+    with pytest.raises(lf.IndexOutOfRangeError, match="index 3 is out of bounds for dimension 0 with size 3"):
+        step(lf.tensor(x))
+    for k, p in m.named_parameters():
+        np.testing.assert_array_equal(_np(p), params[k], err_msg=k)
+    for a, s in zip(momenta, opt.state_dict()["state"].values()):
+        np.testing.assert_array_equal(_np(s["momentum_buffer"]), a)
+    with lf.no_grad():
+        m.rows.copy_(lf.tensor([2, 1]))
+    np.testing.assert_allclose(step(lf.tensor(x)).item(), torch_step([2, 1]), rtol=1e-5)
+    np.testing.assert_allclose(_np(m.lin.weight), tlin.weight.detach().numpy(), rtol=1e-5, atol=1e-6)

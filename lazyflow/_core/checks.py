@@ -6,12 +6,14 @@ gathers and drops out-of-range scatters, silently. So a check site calls :func:`
 collects checks (``state.checks`` is a list, opened by ``lazyflow.graph.functionalize.trace_pure``) it records a
 traced "bad" flag, the offending index and the eager message (:func:`defer_value` does the same for an op record's
 value check, such as integer division by zero, with its own error class). The compiled program's last output is one
-small summary (:func:`summarize`); ``lazyflow.graph.compile`` reduces the program to that output and runs it first,
-so a failed check raises eager's error (:func:`failure` builds it) before the step runs -- nothing is donated or
-written. A program that records no check has no check program and reads nothing back.
+small summary (:func:`summarize`). A program that donates nothing (``lf.compile``) is read after it ran and a failed
+check writes nothing back; one that donates (``lf.nn.Graph``'s step) is first reduced by ``lazyflow.graph.compile``
+to that output and the arrays it reads, and that check program runs first, so a failed check raises eager's error
+(:func:`failure` builds it) before the step runs -- nothing is donated or written. A program that records no check
+has no check program and reads nothing back.
 
-The checks cost one small program and one device-to-host read per call of a program that indexes with traced
-tensors. Switch them off
+The checks cost one device-to-host read per call of a program that indexes with traced tensors, and a donating
+step one small program besides. Switch them off
 with ``lf.graph.set_index_checks(False)`` or ``LAZYFLOW_GRAPH_INDEX_CHECKS=0``; out-of-range indices are then
 clamped (gathers) or dropped (scatters) by XLA, as in ``jax.numpy``.
 """

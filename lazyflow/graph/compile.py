@@ -12,10 +12,11 @@ without retracing. State written by the program comes
 back as outputs and is written into the same tensor objects by one loop; the random-number offset advances by the
 number of draws traced. With gradients enabled (``lf.compile``) the forward runs as one compiled ``jax.vjp`` and the
 tape gets a single node whose backward is the compiled VJP of the whole forward. Index checks that need values
-(a traced index out of range) are deferred (:mod:`lazyflow._core.checks`): a program that recorded any gets a
-second program, itself reduced to the checks' summary, which runs first; a failed check raises eager's error before
-the step runs (nothing donated or written). The compiled forward of ``lf.compile`` with gradients reads the summary
-after its call instead and writes nothing back when a check failed.
+(a traced index out of range) are deferred (:mod:`lazyflow._core.checks`): a program that donates and recorded any
+gets a second program, reduced to the checks' summary and the arrays it reads, which runs first; a failed check
+raises eager's error before the step runs (nothing donated or written). A program that donates nothing (``lf.compile``,
+with or without gradients) returns the summary beside its outputs, read after the call; a failed check writes
+nothing back.
 
 What a subclass adds (``lf.nn.Graph``: backward and the optimizers' ``functional_update`` inside the program):
 
@@ -72,6 +73,17 @@ _rg_of_t = operator.attrgetter("_rg")
 _value_of_t = operator.attrgetter("_value")
 
 _is_tensor = lambda x: isinstance(x, Tensor)
+
+
+_FLAT_TREES: dict = {}
+
+
+def _flat_tree(n: int):
+    """The structure ``tree_flatten`` gives ``((t1, ..., tn), {})`` for ``n`` tensors (cached per ``n``)."""
+    tree = _FLAT_TREES.get(n)
+    if tree is None:
+        tree = _FLAT_TREES[n] = jax.tree_util.tree_structure(((0,) * n, {}))
+    return tree
 
 
 def _leaf_key(x):
@@ -277,7 +289,10 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if state.tracing:  # nested inside another trace: just inline
             return self._eager_call(args, kwargs)
-        leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
+        if not kwargs and all(map(_is_tensor, args)):  # the common call: tensors only, no pytree walk
+            leaves, tree = list(args), _flat_tree(len(args))
+        else:
+            leaves, tree = jax.tree_util.tree_flatten((args, kwargs), is_leaf=_is_tensor)
         if self._dynamic and self.config.mesh is None and not self._spmd:
             n = _rows(leaves)
             if n is not None:
@@ -573,20 +588,28 @@ class CompiledFunction:
                 if id(all_state[i]) not in readonly and new_state[i] is not state_vals[i]
             )
             new = [new_state[i] for i in written]
+            aux_leaves, aux_tree = jax.tree_util.tree_flatten(aux_out)
             summary = None
+            folded = False
             if deferred:
-                # read on the host after the call: a failed check writes nothing back (the program of a variant
-                # with checks donates nothing, so the old state is intact; torch raises before updating anything)
+                # read on the host after the call: a failed check writes nothing back (torch raises before
+                # updating anything). A program that donates gets a separate check program instead, run first
+                # (see _run): selecting the old values into its donated outputs where a check failed makes XLA
+                # copy the optimizer state every step (the parameter update rereads the old state), which costs
+                # more than the check program (BENCHMARKS.md, session 7 overhead helper)
                 _, summary = summarize(deferred)
-                if spmd:  # every rank raises the first failing rank's error, or none does
+                if spmd:  # every rank raises the first failing rank's error, or none does (nothing is donated)
                     summary = spmd_summary(summary)
+                    folded = True
+                else:
+                    folded = not v.donates
             if shardings is not None:
                 new = [
                     jax.lax.with_sharding_constraint(x, shardings[i]) if shardings[i] is not None else x
                     for i, x in zip(written, new)
                 ]
-            aux_leaves, aux_tree = jax.tree_util.tree_flatten(aux_out)
             info.update(
+                folded=folded,
                 aux_tree=aux_tree,
                 out_tree=out_tree,
                 n_rng=n_rng,
@@ -659,12 +682,13 @@ class CompiledFunction:
             spmd = isinstance(v.kernel, SpmdProgram)
             if first and v.check is None and not spmd:
                 traced = v.kernel.trace(*call_args)  # the trace says whether the program checks values
-                if v.info["messages"]:
+                if v.info["messages"] and not v.info["folded"]:
                     v.check = _check_program(traced.jaxpr)
                 del traced
             if v.check is not None:
-                # a program of the checks alone (XLA drops the rest) runs first: a failed check raises before the
-                # step, so nothing is donated or changed -- torch raises before updating anything too
+                # a program that donates: a program of the checks alone (XLA drops the rest, and the call passes
+                # only the arrays it reads) runs first, so a failed check raises before anything is donated or
+                # changed -- torch raises before updating anything too
                 self._checked += 1
                 run, inputs = v.check
                 flat = carried + rest + donated + k_leaves + arg_vals
@@ -678,7 +702,7 @@ class CompiledFunction:
             if first and self._debug >= 2:
                 self._print_program(v.kernel, call_args)
             new, aux_out, rest_new, outs, summary = v.kernel(*call_args)
-            if not spmd:
+            if v.check is not None:
                 summary = None  # read above
             del call_args
             new += rest_new
@@ -747,7 +771,7 @@ def _check_program(closed_jaxpr):
     jaxpr = closed_jaxpr.jaxpr
     inputs = list(range(len(jaxpr.invars)))
     last = -1  # without pruning: the whole program's inputs, XLA removes the dead code
-    pruned = prune(jaxpr, [False] * (len(jaxpr.outvars) - 1) + [True])
+    pruned = prune(jaxpr, [False] * (len(jaxpr.outvars) - 1) + [True], all_inputs=False)
     if pruned is not None:
         closed_jaxpr = ClosedJaxpr(pruned[0], closed_jaxpr.consts)
         inputs = [i for i, u in enumerate(pruned[1]) if u]

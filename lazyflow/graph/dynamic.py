@@ -336,14 +336,15 @@ def row_axes(closed1, closed2, b1: int, b2: int, keep) -> list:
     return out
 
 
-def prune(jaxpr, keep):
+def prune(jaxpr, keep, *, all_inputs: bool = True):
     """``jaxpr`` reduced to the outputs ``keep`` selects (JAX's dead-code elimination): ``(jaxpr, used_inputs)``,
-    or ``None`` on a JAX without that internal."""
+    or ``None`` on a JAX without that internal. ``all_inputs=False`` also drops the inputs nothing left reads
+    (``used_inputs`` says which stay)."""
     try:
         from jax._src.interpreters.partial_eval import dce_jaxpr
     except ImportError:
         return None
-    return dce_jaxpr(jaxpr, list(keep), instantiate=True)
+    return dce_jaxpr(jaxpr, list(keep), instantiate=all_inputs)
 
 
 def _dce(jaxpr, keep):
