@@ -163,7 +163,7 @@ from . import checkpoint, config
 from . import func
 from .autograd import functional as _autograd_functional  # lf.autograd.functional (sits above the Tensor ops)
 from .func import vmap
-from . import accelerator, backends, cuda, jit, export, random, testing
+from . import accelerator, backends, cuda, jit, export, multiprocessing, random, testing
 from .checkpoint import load, save
 from . import hub
 

@@ -56,6 +56,7 @@ LAYERS = {
     "lazyflow.autograd.functional": 2.91,  # jacobian/hessian/vjp/jvp on the tape (stacks rows: above _functional)
     "lazyflow._grad_scaler": 2.93,  # torch.amp.GradScaler (duck-typed optimizers)
     "lazyflow.amp": 2.95,
+    "lazyflow.multiprocessing": 2.96,  # torch.multiprocessing: stdlib multiprocessing + spawn (refuses fork)
     "lazyflow.random": 2.96,  # torch.random: the global generator's seed/state names and fork_rng
     "lazyflow.testing": 2.96,  # torch.testing: assert_close/make_tensor over Tensors and the factories
     "lazyflow.eager": 3,

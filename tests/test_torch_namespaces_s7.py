@@ -132,3 +132,38 @@ def test_private_argument_normalisers_model_files_import():
     for mod in (lu, tu):
         with pytest.raises(ValueError, match="at least 3"):
             mod._list_with_default([1, 2], [1, 2])
+
+
+def test_spawn_runs_each_rank_and_reports_failures_as_torchs(tmp_path):
+    """Each rank's result as torch's spawn gives it; a rank that raises or exits ends the run with torch's exception
+    classes and messages (each spawned child imports its library: a few seconds per wave)."""
+    from tests import _mp_targets as T
+
+    for lib, name in ((lf, "lazyflow"), (torch, "torch")):
+        out = tmp_path / name
+        out.mkdir()
+        assert lib.multiprocessing.spawn(T.square_into, args=(name, str(out)), nprocs=2) is None
+        got = {p.name: p.read_text() for p in out.iterdir()}
+        assert got == {f"{i}.txt": ",".join(str(float((k + i) ** 2)) for k in range(4)) for i in range(2)}
+    with pytest.raises(lf.multiprocessing.ProcessRaisedException, match="ValueError: rank 1 refuses") as e:
+        lf.multiprocessing.spawn(T.raise_on_one, nprocs=2)
+    assert e.value.error_index == 1 and "Process 1 terminated with the following error" in str(e.value)
+    with pytest.raises(lf.multiprocessing.ProcessExitedException, match="process 1 terminated with exit code 3") as e:
+        lf.multiprocessing.spawn(T.exit_on_one, nprocs=2)
+    assert e.value.exit_code == 3 and e.value.error_index == 1
+    ctx = lf.multiprocessing.spawn(T.raise_on_one, nprocs=1, join=False)
+    assert ctx.join() is True and len(ctx.pids()) == 1
+
+
+def test_fork_after_jax_started_is_refused_and_sharing_strategies():
+    lf.zeros(1).numpy()  # the runtime runs in this process
+    with pytest.raises(lf.NotSupportedError, match="hangs"):
+        lf.multiprocessing.start_processes(print, nprocs=1, start_method="fork")
+    assert lf.multiprocessing.get_all_sharing_strategies() == torch.multiprocessing.get_all_sharing_strategies()
+    assert lf.multiprocessing.get_sharing_strategy() == torch.multiprocessing.get_sharing_strategy()
+    lf.multiprocessing.set_sharing_strategy("file_system")
+    assert lf.multiprocessing.get_sharing_strategy() == "file_system"
+    lf.multiprocessing.set_sharing_strategy("file_descriptor")
+    with pytest.raises(ValueError):
+        lf.multiprocessing.set_sharing_strategy("shm")
+    assert set(torch.multiprocessing.__all__) <= set(lf.multiprocessing.__all__)
