@@ -418,27 +418,10 @@ def _einsum(*xs, equation):
     return jnp.einsum(equation, *xs)
 
 
-def _linear_impl(x, w, b):
+@op("linear", linear="multi", dtypes=_same_dtype("linear"))
+def _linear(x, w, b):
     y = jnp.matmul(x, w.T)
     return y if b is None else y + b
-
-
-def _linear_bwd(xs, out, g):
-    x, w, b = xs
-    if jnp.iscomplexobj(g) or w.ndim != 2:
-        return jax.vjp(_linear_impl, x, w, b)[1](g)
-    g2 = g.reshape(-1, w.shape[0])
-    gt = g2.T
-    if jax.default_backend() == "cpu":
-        # the weight gradient g^T @ x with g^T materialised first (the barrier keeps XLA from folding the transpose
-        # back into the product): XLA:CPU leaves some products with a transposed left operand to a slower kernel
-        # than its plain ones (a single-threaded Transformer step spent 30% less time in its kernels with this)
-        gt = lax.optimization_barrier(gt)
-    dw = jnp.matmul(gt, x.reshape(-1, w.shape[1]))
-    return jnp.matmul(g, w), dw, (None if b is None else jnp.sum(g2, axis=0))
-
-
-op("linear", linear="multi", dtypes=_same_dtype("linear"), bwd=_linear_bwd)(_linear_impl)
 
 
 @op("outer", linear="multi")
