@@ -2,8 +2,8 @@
 (and a small GPT) as lazyflow runs it (``on``), with lazyflow's glibc malloc defaults switched back to glibc's
 (``malloc_off``, switched with ``mallopt`` around each of its steps), with an experimental backward rule for linear
 (``wgrad_copy``: the weight gradient ``g^T @ x`` as a plain product of a materialised ``g^T``, which XLA:CPU runs
-faster single-threaded but not on 2 threads -- BENCHMARKS.md, session 7), and torch eager -- called in turn, the
-order rotating each round, so a shared, noisy machine slows all of them alike. Wall and process CPU time (user +
+faster single-threaded but not on 2 threads -- BENCHMARKS.md, session 7), and torch eager -- called in turn, in a
+fresh random order each round, so a shared, noisy machine slows all of them alike. Wall and process CPU time (user +
 system) per step.
 
 Run: ``python -m benchmarks.ab_transformer [--rounds N] [--only transformer,gpt] [--threads N]``
@@ -133,8 +133,12 @@ def bench_case(key: str, rounds: int) -> dict:
     wall: dict = {k: [] for k in fns}
     cpu: dict = {k: [] for k in fns}
     keys = list(fns)
-    for r in range(rounds):
-        for k in keys[r % len(keys) :] + keys[: r % len(keys)]:
+    order = np.random.default_rng(0)
+    for _ in range(rounds):
+        # a fresh order each round: a fixed cycle (even rotated) always puts the same variant right after torch,
+        # whose OpenMP threads are still spinning then -- and process CPU time counts their spinning
+        for k in order.permutation(keys):
+            time.sleep(0.05)
             r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
             fns[k]()
             r1 = resource.getrusage(resource.RUSAGE_SELF)
