@@ -146,7 +146,7 @@ def bench_case(key: str, rounds: int) -> dict:
             cpu[k].append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
     w = {k: np.asarray(v) for k, v in wall.items()}
     c = {k: np.asarray(v) for k, v in cpu.items()}
-    row = {"case": key}
+    row: dict = {"case": key}
     for k in keys:
         row[k] = float(np.median(w[k]))
         row[k + "_cpu"] = float(np.median(c[k]))
