@@ -57,7 +57,11 @@ def _nll_loss(logp, target, weight, *, ignore_index, reduction):
     cdim = 0 if logp.ndim == 1 else 1
     mask = target != ignore_index
     safe = jnp.where(mask, target, 0)
-    picked = jnp.squeeze(jnp.take_along_axis(logp, jnp.expand_dims(safe, cdim), axis=cdim), cdim)
+    # the target's entry as a masked sum, not a gather: its backward is one fused select instead of zeros
+    # plus a scatter-add over the whole (N, C) input (XLA:CPU's scatter is a slow serial loop); the sum adds
+    # exact zeros to one entry, so the value is the gathered one bit for bit
+    hit = lax.broadcasted_iota(safe.dtype, logp.shape, cdim) == jnp.expand_dims(safe, cdim)
+    picked = jnp.sum(jnp.where(hit, logp, jnp.zeros((), logp.dtype)), axis=cdim)
     zero = jnp.zeros((), logp.dtype)
     w = mask.astype(logp.dtype) if weight is None else jnp.where(mask, weight.astype(logp.dtype)[safe], zero)
     loss = -picked * w
