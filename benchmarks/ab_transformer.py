@@ -85,14 +85,15 @@ def _wgrad_copy_rule(xs, out, g):
 
 
 def _malloc_switch():
-    from lazyflow._core import host_memory
+    from lazyflow._core import malloc
 
-    libc = ctypes.CDLL("libc.so.6") if host_memory.MALLOC_DEFAULTS_APPLIED else None
+    applied = malloc.MALLOC_DEFAULTS_APPLIED
+    libc = ctypes.CDLL("libc.so.6") if applied else None
 
     def glibc_defaults(on: bool):
-        if libc is not None:  # glibc's own values: 65536 mmaps, a 128 KiB trim threshold
-            libc.mallopt(-4, 65536 if on else 0)
-            libc.mallopt(-1, 128 * 1024 if on else 2**31 - 1)
+        if libc is not None:  # glibc's own values (65536 mmaps, a 128 KiB trim threshold) or lazyflow's
+            libc.mallopt(malloc.M_MMAP_MAX, 65536 if on else 0)
+            libc.mallopt(malloc.M_TRIM_THRESHOLD, 128 * 1024 if on else applied["M_TRIM_THRESHOLD"])
 
     return glibc_defaults
 

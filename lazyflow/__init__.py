@@ -9,7 +9,6 @@ Importing lazyflow switches on JAX's ``jax_enable_x64`` and switches off CPU asy
 import math as _math
 
 from ._core import config as _config
-from ._core import host_memory as _host_memory
 from ._core.device import Device, device
 from ._core.size import Size
 from ._core.formats import (

@@ -13,6 +13,11 @@
   eager step ~1.15x, other cases within noise; XNNPACK was slower on ResNet-18 (BENCHMARKS.md). A value you put in
   ``XLA_FLAGS`` yourself wins; ``LAZYFLOW_XLA_DEFAULTS=0`` adds nothing. Nothing changes when JAX's backend was
   started before lazyflow was imported.
+* glibc's malloc keeps large blocks in its heap instead of a fresh ``mmap`` per block (``M_MMAP_MAX=0``, a trim
+  threshold of a quarter of memory, at most 2 GiB): XLA's CPU runtime takes each program's scratch memory as one
+  block per call, and a fresh mapping faulted it in again every call (a ResNet-50 224x224 Graph step: ~75,000 page
+  faults, ~220 ms of system time). ``LAZYFLOW_MALLOC_DEFAULTS=0`` or any ``MALLOC_*_`` setting of your own leaves
+  glibc's defaults; see :mod:`lazyflow._core.malloc`.
 * ``LAZYFLOW_GRAPH_INDEX_CHECKS=0`` starts the process with graph mode's deferred index checks off (see
   :mod:`lazyflow._core.checks`; ``lf.graph.set_index_checks`` switches them at run time). Default: on.
 """
@@ -22,6 +27,8 @@ from __future__ import annotations
 import os
 
 import jax
+
+from . import malloc as _malloc
 
 try:  # private: whether a backend has started (then XLA_FLAGS has been read already)
     from jax._src import xla_bridge as _xla_bridge
@@ -45,6 +52,7 @@ def _apply_xla_defaults() -> tuple[str, ...]:
 
 
 XLA_DEFAULTS_ADDED = _apply_xla_defaults()
+MALLOC_DEFAULTS_APPLIED = _malloc.MALLOC_DEFAULTS_APPLIED
 X64 = os.environ.get("LAZYFLOW_X64", "1") != "0"
 GRAPH_INDEX_CHECKS = os.environ.get("LAZYFLOW_GRAPH_INDEX_CHECKS", "1") != "0"
 if X64:
