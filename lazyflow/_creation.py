@@ -581,6 +581,12 @@ def randperm(
     return _finish(_apply(R["randperm"], _gen(generator)._next(), (int(n), d)), device, requires_grad)
 
 
+def _random_like(fill, input: Tensor, generator, dtype, device, requires_grad, layout, memory_format) -> Tensor:
+    _options(f"{fill.__name__}_like()", layout, False, memory_format, input.ndim, preserve=True)
+    dtype, device = _like(input, dtype), device or _dev(input)
+    return fill(input.shape, generator=generator, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 def rand_like(
     input: Tensor,
     *,
@@ -592,14 +598,7 @@ def rand_like(
     memory_format=None,
 ) -> Tensor:
     """:func:`rand` with ``input``'s shape (and dtype and device unless given)."""
-    _options("rand_like()", layout, False, memory_format, input.ndim, preserve=True)
-    return rand(
-        input.shape,
-        generator=generator,
-        dtype=_like(input, dtype),
-        device=device or _dev(input),
-        requires_grad=requires_grad,
-    )
+    return _random_like(rand, input, generator, dtype, device, requires_grad, layout, memory_format)
 
 
 def randn_like(
@@ -613,14 +612,7 @@ def randn_like(
     memory_format=None,
 ) -> Tensor:
     """:func:`randn` with ``input``'s shape (and dtype and device unless given)."""
-    _options("randn_like()", layout, False, memory_format, input.ndim, preserve=True)
-    return randn(
-        input.shape,
-        generator=generator,
-        dtype=_like(input, dtype),
-        device=device or _dev(input),
-        requires_grad=requires_grad,
-    )
+    return _random_like(randn, input, generator, dtype, device, requires_grad, layout, memory_format)
 
 
 def randint_like(
