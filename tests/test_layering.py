@@ -57,6 +57,9 @@ LAYERS = {
     "lazyflow._grad_scaler": 2.93,  # torch.amp.GradScaler (duck-typed optimizers)
     "lazyflow.amp": 2.95,
     "lazyflow.testing": 2.96,  # torch.testing: assert_close/make_tensor over Tensors and the factories
+    # lf.distributions: composites over Tensor ops, _functional, linalg and the _creation draws (no nn, no graph:
+    # the same code runs eagerly and inside a trace), so it sits at the top of the Tensor layer
+    "lazyflow.distributions": 2.97,
     "lazyflow.eager": 3,
     "lazyflow.cuda": 3,  # torch.cuda's queries over JAX's GPUs (and cuda.amp over lazyflow.amp)
     "lazyflow.cuda._common": 3,  # lf.cuda's shared device parsing and its no-GPU errors

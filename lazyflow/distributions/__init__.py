@@ -1,0 +1,74 @@
+"""lf.distributions: torch.distributions in lazyflow ops (eager, autograd, lf.compile and nn.Graph alike).
+
+Samples come from lazyflow's generator (``lf.manual_seed`` makes them repeatable; inside compiled code every call
+draws fresh noise). See the README section "Distributions" for what is there and what is not.
+"""
+
+from . import constraints, transforms
+from .constraints import Constraint
+from .continuous import Cauchy, Exponential, ExponentialFamily, Gumbel, Laplace, Normal, Uniform
+from .discrete import (
+    Bernoulli,
+    Binomial,
+    Categorical,
+    Geometric,
+    OneHotCategorical,
+    OneHotCategoricalStraightThrough,
+    Poisson,
+)
+from .distribution import Distribution
+from .gamma import Beta, Chi2, Dirichlet, Gamma, StudentT
+from .independent import Independent
+from .kl import kl_divergence, register_kl
+from .multivariate import MixtureSameFamily, MultivariateNormal
+from .transforms import (
+    AffineTransform,
+    ComposeTransform,
+    ExpTransform,
+    LogNormal,
+    SigmoidTransform,
+    TanhTransform,
+    Transform,
+    TransformedDistribution,
+    identity_transform,
+)
+
+__all__ = [
+    "AffineTransform",
+    "Bernoulli",
+    "Beta",
+    "Binomial",
+    "Categorical",
+    "Cauchy",
+    "Chi2",
+    "ComposeTransform",
+    "Constraint",
+    "Dirichlet",
+    "Distribution",
+    "ExpTransform",
+    "Exponential",
+    "ExponentialFamily",
+    "Gamma",
+    "Geometric",
+    "Gumbel",
+    "Independent",
+    "Laplace",
+    "LogNormal",
+    "MixtureSameFamily",
+    "MultivariateNormal",
+    "Normal",
+    "OneHotCategorical",
+    "OneHotCategoricalStraightThrough",
+    "Poisson",
+    "SigmoidTransform",
+    "StudentT",
+    "TanhTransform",
+    "Transform",
+    "TransformedDistribution",
+    "Uniform",
+    "constraints",
+    "identity_transform",
+    "kl_divergence",
+    "register_kl",
+    "transforms",
+]
