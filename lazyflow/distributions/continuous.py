@@ -10,7 +10,6 @@ from .._core.errors import ValueRangeError
 from .._core.finfo import finfo
 from .._core.size import Size
 from .._creation import full, zeros_like
-from .._tensor import Tensor
 from . import constraints
 from .distribution import Distribution, _all_true
 from .utils import broadcast_all, standard_normal, standard_uniform, uniform_open

@@ -174,8 +174,8 @@ class Dirichlet(ExponentialFamily):
         c = self.concentration
         concm1 = (c - 1).clamp(min=0.0)
         mode = concm1 / concm1.sum(-1, keepdim=True)
-        # all concentrations < 1: the density peaks at the vertex of the largest one (torch's rule)
-        vertex = F.one_hot(c.argmax(-1), c.shape[-1]).to(c.dtype)
+        # all concentrations < 1: a vertex, picked as torch picks it (argmax over that row of the 0/0 = NaN ratios)
+        vertex = F.one_hot(mode.argmax(-1), c.shape[-1]).to(c.dtype)
         return F.where((c < 1).all(-1, keepdim=True), vertex, mode)
 
     @property
@@ -245,7 +245,7 @@ class Beta(ExponentialFamily):
 
     def __repr__(self) -> str:
         c1, c0 = self.concentration1, self.concentration0
-        show = lambda t: t if t.numel() == 1 else t.size()  # noqa: E731
+        show = lambda t: t if t.numel() == 1 else t.size()
         return f"Beta(concentration1: {show(c1)}, concentration0: {show(c0)})"
 
 
