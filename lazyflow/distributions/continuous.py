@@ -6,12 +6,11 @@ import math
 import numbers
 
 from .. import _functional as F
-from .._core.errors import ValueRangeError
 from .._core.finfo import finfo
 from .._core.size import Size
 from .._creation import full, zeros_like
 from . import constraints
-from .distribution import Distribution, _all_true
+from .distribution import Distribution
 from .utils import broadcast_all, standard_normal, standard_uniform, uniform_open
 
 __all__ = ["ExponentialFamily", "Normal", "Uniform", "Laplace", "Cauchy", "Exponential", "Gumbel"]
@@ -99,18 +98,16 @@ class Normal(_LocScale, ExponentialFamily):
 class Uniform(Distribution):
     """The uniform distribution on the half-open interval [low, high)."""
 
-    arg_constraints = {
-        "low": constraints.dependent(is_discrete=False, event_dim=0),
-        "high": constraints.dependent(is_discrete=False, event_dim=0),
-    }
     has_rsample = True
 
     def __init__(self, low, high, validate_args=None):
         self.low, self.high = broadcast_all(low, high)
         batch = _batch_of(low, high)
         super().__init__(self.low.shape if batch is None else batch, validate_args=validate_args)
-        if self._validate_args and not _all_true(self.low < self.high):
-            raise ValueRangeError(f"Uniform is not defined when low>= high (got low={self.low}, high={self.high})")
+
+    @property
+    def arg_constraints(self):  # type: ignore[override]
+        return {"low": constraints.less_than(self.high), "high": constraints.greater_than(self.low)}
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Uniform, _instance)
