@@ -6,6 +6,8 @@ a whole batch at once.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import linalg as LA
 from .._core import dtypes as D
 from .._creation import full
@@ -61,7 +63,7 @@ class Constraint:
 class _Dependent(Constraint):
     """A placeholder for a support that depends on other values (checked by the distribution, not here)."""
 
-    def __init__(self, *, is_discrete=NotImplemented, event_dim=NotImplemented):
+    def __init__(self, *, is_discrete: Any = NotImplemented, event_dim: Any = NotImplemented):
         self._is_discrete = is_discrete
         self._event_dim = event_dim
         super().__init__()
@@ -78,7 +80,7 @@ class _Dependent(Constraint):
             raise NotImplementedError(".event_dim cannot be determined statically")
         return self._event_dim
 
-    def __call__(self, *, is_discrete=NotImplemented, event_dim=NotImplemented):
+    def __call__(self, *, is_discrete: Any = NotImplemented, event_dim: Any = NotImplemented):
         if is_discrete is NotImplemented:
             is_discrete = self._is_discrete
         if event_dim is NotImplemented:
@@ -97,7 +99,7 @@ def is_dependent(constraint) -> bool:
 class _DependentProperty(property, _Dependent):
     """``@constraints.dependent_property``: a property whose value is a constraint built from the instance."""
 
-    def __init__(self, fn=None, *, is_discrete=NotImplemented, event_dim=NotImplemented):
+    def __init__(self, fn=None, *, is_discrete: Any = NotImplemented, event_dim: Any = NotImplemented):
         property.__init__(self, fn)
         self._is_discrete = is_discrete
         self._event_dim = event_dim

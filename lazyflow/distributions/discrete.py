@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import cast
 
 from .. import _functional as F
 from .._core import dtypes as D
@@ -180,6 +181,7 @@ class Categorical(Distribution):
                 raise ValueError("`probs` parameter must be at least one-dimensional.")
             self.probs = probs / probs.sum(-1, keepdim=True)
         else:
+            logits = cast(Tensor, logits)
             if logits.ndim < 1:
                 raise ValueError("`logits` parameter must be at least one-dimensional.")
             self.logits = logits - logits.logsumexp(dim=-1, keepdim=True)
@@ -514,7 +516,7 @@ class Binomial(Distribution):
 def _static_max(total_count) -> int | None:
     """max(total_count) as a Python int when known now (a number, or a tensor outside a trace), else None."""
     if isinstance(total_count, numbers.Number):
-        return max(int(total_count), 0)
+        return max(int(cast(float, total_count)), 0)
     if state.tracing:
         return None
     return max(int(total_count.max()), 0) if total_count.numel() else 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
+from typing import Any
 
 from .._core.context import state
 from .._core.errors import ValueRangeError
@@ -20,6 +22,22 @@ def _all_true(valid: Tensor) -> bool:
     if state.tracing:
         return True
     return bool(valid.all())
+
+
+class _Abstract:
+    """A class attribute every subclass defines (as a value or a property); reading it on an instance of a class
+    that does not raises NotImplementedError, as torch's abstract properties do."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __get__(self, instance, owner=None) -> Any:
+        if instance is None:
+            return self
+        raise NotImplementedError(f"{type(instance).__name__} does not implement {self.what}")
+
+    def __set_name__(self, owner, name) -> None:
+        self.what = name
 
 
 class Distribution:
@@ -46,7 +64,15 @@ class Distribution:
             raise ValueError(f"set_default_validate_args expects True or False, got {value!r}")
         Distribution._validate_args = value
 
-    def __init__(self, batch_shape=Size(), event_shape=Size(), validate_args: bool | None = None):
+    arg_constraints: Any = _Abstract("arg_constraints")
+    support: Any = _Abstract("support")
+    mean: Any = _Abstract("mean")
+    mode: Any = _Abstract("mode")
+    variance: Any = _Abstract("variance")
+
+    def __init__(
+        self, batch_shape: Sequence[int] = (), event_shape: Sequence[int] = (), validate_args: bool | None = None
+    ):
         self._batch_shape = Size(tuple(batch_shape))
         self._event_shape = Size(tuple(event_shape))
         if validate_args is not None:
@@ -88,28 +114,6 @@ class Distribution:
     def event_shape(self) -> Size:
         """The shape of a single sample (without batching)."""
         return self._event_shape
-
-    @property
-    def arg_constraints(self) -> dict[str, constraints.Constraint]:
-        """Parameter name -> the constraint it must satisfy."""
-        raise NotImplementedError
-
-    @property
-    def support(self):
-        """The constraint every value in the support satisfies."""
-        raise NotImplementedError
-
-    @property
-    def mean(self) -> Tensor:
-        raise NotImplementedError(f"{self.__class__} does not implement mean")
-
-    @property
-    def mode(self) -> Tensor:
-        raise NotImplementedError(f"{self.__class__} does not implement mode")
-
-    @property
-    def variance(self) -> Tensor:
-        raise NotImplementedError(f"{self.__class__} does not implement variance")
 
     @property
     def stddev(self) -> Tensor:
@@ -185,7 +189,7 @@ class Distribution:
                 f"support ({support!r}) of the distribution {self!r}, but found invalid values:\n{value}"
             )
 
-    def _get_checked_instance(self, cls, _instance=None):
+    def _get_checked_instance(self, cls, _instance=None) -> Any:
         if _instance is None and type(self).__init__ != cls.__init__:
             raise NotImplementedError(
                 f"Subclass {self.__class__.__name__} of {cls.__name__} that defines a custom __init__ method must "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 from .. import _functional as F
 from .. import linalg as LA
@@ -70,7 +71,7 @@ class MultivariateNormal(Distribution):
         elif covariance_matrix is not None:
             self._unbroadcasted_scale_tril = LA.cholesky(covariance_matrix)
         else:
-            self._unbroadcasted_scale_tril = LA.cholesky(LA.inv(precision_matrix))
+            self._unbroadcasted_scale_tril = LA.cholesky(LA.inv(cast(Tensor, precision_matrix)))
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(MultivariateNormal, _instance)

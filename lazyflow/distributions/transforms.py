@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any
 
 from .. import _functional as F
 from .._core.finfo import finfo
@@ -12,7 +13,7 @@ from .._creation import full_like, zeros_like
 from ..autograd.grad_mode import no_grad
 from . import constraints
 from .continuous import Normal
-from .distribution import Distribution
+from .distribution import Distribution, _Abstract
 from .independent import Independent
 from .utils import broadcast_all, sum_rightmost
 
@@ -54,11 +55,9 @@ class Transform:
             self._inv = _InverseTransform(self)
         return self._inv
 
-    @property
-    def sign(self):
-        raise NotImplementedError(f"{type(self).__name__}.sign is not implemented")
+    sign: Any = _Abstract("sign")
 
-    def __call__(self, x):
+    def __call__(self, x) -> Any:
         if self._cache_size == 0:
             return self._call(x)
         x_old, y_old = self._cached_x_y
@@ -130,8 +129,6 @@ class ComposeTransform(Transform):
     """The transforms applied left to right: ``ComposeTransform([f, g])(x) == g(f(x))``."""
 
     def __init__(self, parts: list[Transform], cache_size: int = 0):
-        if cache_size:
-            parts = [p.with_cache(cache_size) if hasattr(p, "with_cache") else p for p in parts]
         super().__init__(cache_size=cache_size)
         self.parts = list(parts)
         self.bijective = all(p.bijective for p in self.parts)
@@ -316,6 +313,7 @@ class TransformedDistribution(Distribution):
     """``base_distribution`` pushed through ``transforms``; ``log_prob`` subtracts the log-Jacobians."""
 
     arg_constraints: dict = {}
+    base_dist: Any
 
     def __init__(self, base_distribution: Distribution, transforms, validate_args=None):
         if isinstance(transforms, Transform):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 from .. import _functional as F
@@ -76,17 +77,4 @@ def extended(sample_shape, batch_shape, event_shape) -> Size:
     return Size(tuple(sample_shape) + tuple(batch_shape) + tuple(event_shape))
 
 
-class lazy_property:
-    """A property computed once per instance on first access (torch's ``lazy_property`` for ``probs``/``logits``)."""
-
-    def __init__(self, wrapped):
-        self.wrapped = wrapped
-        self.__doc__ = wrapped.__doc__
-        self.__name__ = wrapped.__name__
-
-    def __get__(self, instance, obj_type=None):
-        if instance is None:
-            return self
-        value = self.wrapped(instance)
-        instance.__dict__[self.wrapped.__name__] = value
-        return value
+lazy_property = functools.cached_property  # torch's lazy_property: computed once, stored in the instance dict
