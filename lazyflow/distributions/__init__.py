@@ -21,12 +21,24 @@ from .gamma import Beta, Chi2, Dirichlet, Gamma, StudentT
 from .independent import Independent
 from .kl import kl_divergence, register_kl
 from .multivariate import MixtureSameFamily, MultivariateNormal
+from .relaxed import (
+    ExpRelaxedCategorical,
+    HalfNormal,
+    LogitRelaxedBernoulli,
+    Multinomial,
+    Pareto,
+    RelaxedBernoulli,
+    RelaxedOneHotCategorical,
+)
 from .transforms import (
+    AbsTransform,
     AffineTransform,
     ComposeTransform,
     ExpTransform,
     LogNormal,
+    PowerTransform,
     SigmoidTransform,
+    SoftplusTransform,
     TanhTransform,
     Transform,
     TransformedDistribution,
@@ -34,6 +46,16 @@ from .transforms import (
 )
 
 __all__ = [
+    "SoftplusTransform",
+    "RelaxedOneHotCategorical",
+    "RelaxedBernoulli",
+    "PowerTransform",
+    "Pareto",
+    "Multinomial",
+    "LogitRelaxedBernoulli",
+    "HalfNormal",
+    "ExpRelaxedCategorical",
+    "AbsTransform",
     "AffineTransform",
     "Bernoulli",
     "Beta",

@@ -28,6 +28,7 @@ __all__ = [
     "less_than",
     "lower_cholesky",
     "lower_triangular",
+    "multinomial",
     "nonnegative",
     "nonnegative_integer",
     "one_hot",
@@ -319,3 +320,19 @@ square = _Square()
 symmetric = _Symmetric()
 positive_semidefinite = _PositiveSemidefinite()
 positive_definite = _PositiveDefinite()
+
+
+class _Multinomial(Constraint):
+    """Nonnegative integer vectors summing to at most ``upper_bound``."""
+
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, x):
+        return (x >= 0).all(-1) & (x.sum(-1) <= self.upper_bound)
+
+
+multinomial = _Multinomial

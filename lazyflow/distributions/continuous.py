@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 
 from .. import _functional as F
 from .._core.finfo import finfo
@@ -75,7 +76,7 @@ class Normal(_LocScale, ExponentialFamily):
     def variance(self):
         return self.stddev.pow(2)
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         shape = self._extended_shape(sample_shape)
         return self.loc + standard_normal(shape, self.loc.dtype) * self.scale
 
@@ -138,7 +139,7 @@ class Uniform(Distribution):
     def variance(self):
         return (self.high - self.low).pow(2) / 12
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         u = standard_uniform(self._extended_shape(sample_shape), self.low.dtype)
         return self.low + u * (self.high - self.low)
 
@@ -180,7 +181,7 @@ class Laplace(_LocScale):
     def stddev(self):
         return (2**0.5) * self.scale
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         shape = self._extended_shape(sample_shape)
         eps = finfo(self.loc.dtype).eps
         u = standard_uniform(shape, self.loc.dtype) * (2 - eps) + (eps - 1)  # U(eps - 1, 1), as torch
@@ -217,7 +218,7 @@ class Cauchy(_LocScale):
     def variance(self):
         return full(tuple(self._extended_shape()), math.inf, dtype=self.loc.dtype)
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         u = standard_uniform(self._extended_shape(sample_shape), self.loc.dtype)
         return self.loc + (math.pi * (u - 0.5)).tan() * self.scale
 
@@ -259,7 +260,7 @@ class Gumbel(_LocScale):
     def variance(self):
         return self.stddev.pow(2)
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         u = uniform_open(self._extended_shape(sample_shape), self.loc.dtype)
         return self.loc - self.scale * (-u.log()).log()
 
@@ -315,7 +316,7 @@ class Exponential(ExponentialFamily):
     def variance(self):
         return self.rate.pow(-2)
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         u = uniform_open(self._extended_shape(sample_shape), self.rate.dtype)
         return -u.log() / self.rate
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import cast
 
 from .. import _functional as F
@@ -103,7 +104,7 @@ class Bernoulli(_ProbsLogits, ExponentialFamily):
     def variance(self):
         return self.probs * (1 - self.probs)
 
-    def sample(self, sample_shape=Size()):
+    def sample(self, sample_shape: Sequence[int] = Size()):
         shape = tuple(self._extended_shape(sample_shape))
         with no_grad():
             return bernoulli(self.probs.expand(shape))
@@ -151,7 +152,7 @@ class Geometric(_ProbsLogits):
     def variance(self):
         return (1.0 / self.probs - 1.0) / self.probs
 
-    def sample(self, sample_shape=Size()):
+    def sample(self, sample_shape: Sequence[int] = Size()):
         shape = tuple(self._extended_shape(sample_shape))
         with no_grad():
             u = standard_uniform(shape, self.probs.dtype).clamp(min=finfo(self.probs.dtype).tiny)
@@ -233,7 +234,7 @@ class Categorical(Distribution):
     def variance(self):
         return full(tuple(self._extended_shape()), math.nan, dtype=self.probs.dtype)
 
-    def sample(self, sample_shape=Size()):
+    def sample(self, sample_shape: Sequence[int] = Size()):
         sample_shape = Size(tuple(sample_shape))
         with no_grad():
             probs_2d = self.probs.reshape(-1, self._num_events)
@@ -305,7 +306,7 @@ class OneHotCategorical(Distribution):
     def variance(self):
         return self._categorical.probs * (1 - self._categorical.probs)
 
-    def sample(self, sample_shape=Size()):
+    def sample(self, sample_shape: Sequence[int] = Size()):
         probs = self._categorical.probs
         indices = self._categorical.sample(sample_shape)
         return F.one_hot(indices, probs.shape[-1]).to(probs.dtype)
@@ -329,7 +330,7 @@ class OneHotCategoricalStraightThrough(OneHotCategorical):
 
     has_rsample = True
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         samples = self.sample(sample_shape)
         probs = self._categorical.probs
         return samples + (probs - probs.detach())
@@ -365,7 +366,7 @@ class Poisson(ExponentialFamily):
     def variance(self):
         return self.rate
 
-    def sample(self, sample_shape=Size()):
+    def sample(self, sample_shape: Sequence[int] = Size()):
         shape = tuple(self._extended_shape(sample_shape))
         with no_grad():
             return _poisson(self.rate.detach().expand(shape))
@@ -471,7 +472,7 @@ class Binomial(Distribution):
     def variance(self):
         return self.total_count * self.probs * (1 - self.probs)
 
-    def sample(self, sample_shape=Size()):
+    def sample(self, sample_shape: Sequence[int] = Size()):
         if self._max_count is None:
             raise NotSupportedError(
                 "Binomial.sample needs total_count known when the distribution is built (it sums max(total_count) "

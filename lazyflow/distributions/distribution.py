@@ -120,12 +120,12 @@ class Distribution:
         """The standard deviation: ``variance.sqrt()``."""
         return self.variance.sqrt()
 
-    def sample(self, sample_shape=Size()) -> Tensor:
+    def sample(self, sample_shape: Sequence[int] = Size()) -> Tensor:
         """A draw of shape ``sample_shape + batch_shape + event_shape``, outside autograd."""
         with no_grad():
             return self.rsample(sample_shape)
 
-    def rsample(self, sample_shape=Size()) -> Tensor:
+    def rsample(self, sample_shape: Sequence[int] = Size()) -> Tensor:
         """A reparameterised draw (gradients flow to the parameters) where ``has_rsample``."""
         raise NotImplementedError(f"{type(self).__name__} has no rsample (has_rsample is False); use sample()")
 
@@ -153,7 +153,7 @@ class Distribution:
         """``exp(entropy())``."""
         return self.entropy().exp()
 
-    def _extended_shape(self, sample_shape=Size()) -> Size:
+    def _extended_shape(self, sample_shape: Sequence[int] = Size()) -> Size:
         return extended(sample_shape, self._batch_shape, self._event_shape)
 
     def _validate_sample(self, value) -> None:

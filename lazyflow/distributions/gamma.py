@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 
 from .. import _functional as F
 from .._core import dtypes as D
@@ -94,7 +95,7 @@ class Gamma(ExponentialFamily):
     def variance(self):
         return self.concentration / self.rate.pow(2)
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         shape = tuple(self._extended_shape(sample_shape))
         value = standard_gamma(self.concentration.expand(shape)) / self.rate.expand(shape)
         return value.clamp(min=finfo(value.dtype).tiny)
@@ -153,7 +154,7 @@ class Dirichlet(ExponentialFamily):
         new._validate_args = self._validate_args
         return new
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         shape = tuple(self._extended_shape(sample_shape))
         g = standard_gamma(self.concentration.expand(shape))
         x = g / g.sum(-1, keepdim=True)
@@ -232,7 +233,7 @@ class Beta(ExponentialFamily):
         total = self.concentration1 + self.concentration0
         return self.concentration1 * self.concentration0 / (total.pow(2) * (total + 1))
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         return self._dirichlet.rsample(sample_shape)[..., 0]
 
     def log_prob(self, value):
@@ -286,7 +287,7 @@ class StudentT(Distribution):
         finite = self.scale.pow(2) * df / (df - 2)
         return F.where(df > 2, finite, F.where(df > 1, math.inf + 0 * df, math.nan + 0 * df))
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         shape = tuple(self._extended_shape(sample_shape))
         x = standard_normal(shape, self.df.dtype)
         z = self._chi2.rsample(sample_shape)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .._core.size import Size
 from . import constraints
 from .distribution import Distribution
@@ -74,10 +76,10 @@ class Independent(Distribution):
     def variance(self):
         return self.base_dist.variance
 
-    def sample(self, sample_shape=Size()):
+    def sample(self, sample_shape: Sequence[int] = Size()):
         return self.base_dist.sample(sample_shape)
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         return self.base_dist.rsample(sample_shape)
 
     def log_prob(self, value):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import cast
 
 from .. import _functional as F
@@ -117,7 +118,7 @@ class MultivariateNormal(Distribution):
         shape = tuple(self._batch_shape) + tuple(self._event_shape)
         return self._unbroadcasted_scale_tril.pow(2).sum(-1).expand(shape)
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         shape = self._extended_shape(sample_shape)
         eps = standard_normal(shape, self.loc.dtype)
         return self.loc + _batch_mv(self._unbroadcasted_scale_tril, eps)
@@ -233,7 +234,7 @@ class MixtureSameFamily(Distribution):
         log_mix_prob = F.log_softmax(self.mixture_distribution.logits, dim=-1)
         return (log_prob_x + log_mix_prob).logsumexp(dim=-1)
 
-    def sample(self, sample_shape=Size()):
+    def sample(self, sample_shape: Sequence[int] = Size()):
         with no_grad():
             sample_len = len(tuple(sample_shape))
             batch_len = len(self.batch_shape)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 from .. import _functional as F
@@ -23,6 +24,9 @@ __all__ = [
     "ExpTransform",
     "SigmoidTransform",
     "TanhTransform",
+    "AbsTransform",
+    "PowerTransform",
+    "SoftplusTransform",
     "ComposeTransform",
     "identity_transform",
     "TransformedDistribution",
@@ -309,6 +313,62 @@ class AffineTransform(Transform):
         return result.expand(shape)
 
 
+class AbsTransform(Transform):
+    """y = |x| (not bijective: ``inv`` returns y itself, as torch)."""
+
+    domain = constraints.real
+    codomain = constraints.positive
+
+    def _call(self, x):
+        return x.abs()
+
+    def _inverse(self, y):
+        return y
+
+
+class PowerTransform(Transform):
+    """y = x ** exponent on the positive reals."""
+
+    domain = constraints.positive
+    codomain = constraints.positive
+    bijective = True
+
+    def __init__(self, exponent, cache_size: int = 0):
+        super().__init__(cache_size=cache_size)
+        (self.exponent,) = broadcast_all(exponent)
+
+    @property
+    def sign(self):
+        return self.exponent.sign()
+
+    def _call(self, x):
+        return x.pow(self.exponent)
+
+    def _inverse(self, y):
+        return y.pow(1 / self.exponent)
+
+    def log_abs_det_jacobian(self, x, y):
+        return (self.exponent * y / x).abs().log()
+
+
+class SoftplusTransform(Transform):
+    """y = log(1 + exp(x))."""
+
+    domain = constraints.real
+    codomain = constraints.positive
+    bijective = True
+    sign = +1
+
+    def _call(self, x):
+        return F.softplus(x)
+
+    def _inverse(self, y):
+        return (-y).expm1().neg().log() + y
+
+    def log_abs_det_jacobian(self, x, y):
+        return -F.softplus(-x)
+
+
 class TransformedDistribution(Distribution):
     """``base_distribution`` pushed through ``transforms``; ``log_prob`` subtracts the log-Jacobians."""
 
@@ -372,14 +432,14 @@ class TransformedDistribution(Distribution):
     def has_rsample(self):  # type: ignore[override]
         return self.base_dist.has_rsample
 
-    def sample(self, sample_shape=Size()):
+    def sample(self, sample_shape: Sequence[int] = Size()):
         with no_grad():
             x = self.base_dist.sample(sample_shape)
             for transform in self.transforms:
                 x = transform(x)
             return x
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape: Sequence[int] = Size()):
         x = self.base_dist.rsample(sample_shape)
         for transform in self.transforms:
             x = transform(x)
