@@ -5,7 +5,6 @@ draws fresh noise). See the README section "Distributions" for what is there and
 """
 
 from . import constraints, transforms
-from .constraints import Constraint
 from .continuous import Cauchy, Exponential, ExponentialFamily, Gumbel, Laplace, Normal, Uniform
 from .discrete import (
     Bernoulli,
@@ -22,9 +21,7 @@ from .independent import Independent
 from .kl import kl_divergence, register_kl
 from .multivariate import MixtureSameFamily, MultivariateNormal
 from .relaxed import (
-    ExpRelaxedCategorical,
     HalfNormal,
-    LogitRelaxedBernoulli,
     Multinomial,
     Pareto,
     RelaxedBernoulli,
@@ -52,9 +49,7 @@ __all__ = [
     "PowerTransform",
     "Pareto",
     "Multinomial",
-    "LogitRelaxedBernoulli",
     "HalfNormal",
-    "ExpRelaxedCategorical",
     "AbsTransform",
     "AffineTransform",
     "Bernoulli",
@@ -64,7 +59,6 @@ __all__ = [
     "Cauchy",
     "Chi2",
     "ComposeTransform",
-    "Constraint",
     "Dirichlet",
     "Distribution",
     "ExpTransform",
