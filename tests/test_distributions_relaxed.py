@@ -1,6 +1,6 @@
 """lf.distributions' relaxations and extra families against torch: RelaxedBernoulli, RelaxedOneHotCategorical,
-Multinomial, HalfNormal, Pareto, the Abs/Power/Softplus transforms; and what the README says about lf.compile
-(validation skipped while tracing, Binomial needing a known total_count)."""
+Multinomial, HalfNormal, Pareto, NegativeBinomial, Weibull, HalfCauchy, the Abs/Power/Softplus transforms; and
+what the README says about lf.compile (validation skipped while tracing, Binomial needing a known total_count)."""
 
 import numpy as np
 import pytest
@@ -136,3 +136,51 @@ def test_validation_is_skipped_while_tracing_and_binomial_needs_a_known_count():
     x = h(lf.tensor([0.25, 0.75])).numpy()
     assert x.shape == (1000, 2) and x.min() >= 0 and x.max() <= 4
     assert abs(x.mean(0)[0] - 1.0) < 0.2 and abs(x.mean(0)[1] - 3.0) < 0.2
+
+
+EXTRA = {
+    "NegativeBinomial": (
+        lambda L, T: L.NegativeBinomial(T([2.0, 5.0, 0.5]), probs=T([0.3, 0.6, 0.8])),
+        [0.0, 3.0, 7.0],
+        ("mean", "variance", "mode"),
+    ),
+    "Weibull": (
+        lambda L, T: L.Weibull(T([1.0, 2.0, 0.5]), T([0.7, 3.0, 1.5])),
+        [0.5, 1.5, 0.2],
+        ("mean", "variance", "mode"),
+    ),
+    "HalfCauchy": (lambda L, T: L.HalfCauchy(T([2.0, 0.5, 1.0])), [1.0, 0.1, 3.0], ("mean", "mode")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXTRA))
+def test_negative_binomial_weibull_half_cauchy_match_torch(name):
+    build, v, props = EXTRA[name]
+    lparams, tparams = [], []
+
+    def lt(x):
+        lparams.append(lf.tensor(np.array(x), requires_grad=True))
+        return lparams[-1]
+
+    def tt(x):
+        tparams.append(torch.tensor(np.array(x), requires_grad=True))
+        return tparams[-1]
+
+    d, t = build(D, lt), build(TD, tt)
+    lp, tp = d.log_prob(lf.tensor(np.array(v))), t.log_prob(torch.tensor(np.array(v)))
+    _close(lp, tp, rtol=1e-8)
+    for m in props:
+        _close(getattr(d, m), getattr(t, m), rtol=1e-8)
+    loss, tloss = lp.sum(), tp.sum()
+    if name != "NegativeBinomial":
+        _close(d.entropy(), t.entropy(), rtol=1e-8)
+        loss, tloss = loss + d.entropy().sum(), tloss + t.entropy().sum()
+    loss.backward()
+    tloss.backward()
+    for a, b in zip(lparams, tparams):
+        _close(a.grad, b.grad, rtol=1e-6, atol=1e-9)
+    x = d.sample((20000,)).numpy()
+    assert x.shape == (20000, 3) and np.all(np.asarray(t.support.check(torch.tensor(x))))
+    if name != "HalfCauchy":  # no finite mean
+        se = np.sqrt(t.variance.detach().numpy() / 20000)
+        assert np.all(np.abs(x.mean(0) - t.mean.detach().numpy()) <= 5 * se)

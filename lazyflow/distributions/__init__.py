@@ -16,6 +16,7 @@ from .discrete import (
     Poisson,
 )
 from .distribution import Distribution
+from .extra import HalfCauchy, NegativeBinomial, Weibull
 from .gamma import Beta, Chi2, Dirichlet, Gamma, StudentT
 from .independent import Independent
 from .kl import kl_divergence, register_kl
@@ -43,6 +44,9 @@ from .transforms import (
 )
 
 __all__ = [
+    "Weibull",
+    "NegativeBinomial",
+    "HalfCauchy",
     "SoftplusTransform",
     "RelaxedOneHotCategorical",
     "RelaxedBernoulli",
