@@ -316,3 +316,29 @@ def test_constraints_check_like_torch():
         np.testing.assert_array_equal(got, getattr(TD.constraints, name).check(torch.tensor(m)).numpy(), err_msg=name)
     assert C.is_dependent(D.Categorical(lf.ones(2)).support) is False and repr(C.real) == repr(TD.constraints.real)
     assert D.Normal.support.event_dim == 0 and D.MultivariateNormal.support.event_dim == 1
+
+
+def test_low_rank_multivariate_normal_matches_torch():
+    loc, w, dg = RNG.normal(size=(2, 4)), RNG.normal(size=(2, 4, 2)), RNG.uniform(0.5, 2.0, (2, 4))
+    d, t, la, ta = _both(D.LowRankMultivariateNormal, TD.LowRankMultivariateNormal, loc, w, dg, grad=True)
+    v = RNG.normal(size=(3, 2, 4))
+    lp, tp = d.log_prob(lf.tensor(v)), t.log_prob(torch.tensor(v))
+    _close(lp, tp)
+    _close(d.entropy(), t.entropy())
+    for m in ("mean", "variance", "covariance_matrix", "precision_matrix", "scale_tril"):
+        _close(getattr(d, m), getattr(t, m), rtol=1e-8, msg=m)
+    (lp.sum() + d.entropy().sum()).backward()
+    (tp.sum() + t.entropy().sum()).backward()
+    for a, b in zip(la, ta):
+        _close(a.grad, b.grad, rtol=1e-7, atol=1e-9)
+    x = D.LowRankMultivariateNormal(lf.tensor(loc), lf.tensor(w), lf.tensor(dg)).sample((20000,)).numpy()
+    assert x.shape == (20000, 2, 4)
+    se = np.sqrt(t.variance.detach().numpy() / 20000)
+    assert np.all(np.abs(x.mean(0) - loc) <= 5 * se)
+    np.testing.assert_allclose(x.var(0), t.variance.detach().numpy(), rtol=0.06)
+    with pytest.raises(ValueError, match="cov_factor must be a batch"):
+        D.LowRankMultivariateNormal(lf.zeros(3), lf.zeros(4, 2), lf.ones(3))
+    with pytest.raises(ValueError, match="cov_diag must be a batch"):
+        D.LowRankMultivariateNormal(lf.zeros(3), lf.zeros(3, 2), lf.ones(4))
+    with pytest.raises(ValueError, match="cov_diag"):
+        D.LowRankMultivariateNormal(lf.zeros(3), lf.zeros(3, 2), -lf.ones(3))

@@ -20,7 +20,7 @@ from .extra import HalfCauchy, NegativeBinomial, Weibull
 from .gamma import Beta, Chi2, Dirichlet, Gamma, StudentT
 from .independent import Independent
 from .kl import kl_divergence, register_kl
-from .multivariate import MixtureSameFamily, MultivariateNormal
+from .multivariate import LowRankMultivariateNormal, MixtureSameFamily, MultivariateNormal
 from .relaxed import (
     HalfNormal,
     Multinomial,
@@ -44,6 +44,7 @@ from .transforms import (
 )
 
 __all__ = [
+    "LowRankMultivariateNormal",
     "Weibull",
     "NegativeBinomial",
     "HalfCauchy",

@@ -1,4 +1,4 @@
-"""MultivariateNormal (covariance / precision / scale_tril) and MixtureSameFamily."""
+"""MultivariateNormal (covariance / precision / scale_tril), LowRankMultivariateNormal and MixtureSameFamily."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import cast
 from .. import _functional as F
 from .. import linalg as LA
 from .._core.size import Size
+from .._creation import eye
 from .._linalg_top import triangular_solve
 from .._tensor import Tensor
 from ..autograd.grad_mode import no_grad
@@ -17,7 +18,7 @@ from .discrete import Categorical
 from .distribution import Distribution
 from .utils import lazy_property, standard_normal
 
-__all__ = ["MultivariateNormal", "MixtureSameFamily"]
+__all__ = ["MultivariateNormal", "MixtureSameFamily", "LowRankMultivariateNormal"]
 
 
 def _batch_mv(bmat: Tensor, bvec: Tensor) -> Tensor:
@@ -248,3 +249,117 @@ class MixtureSameFamily(Distribution):
 
     def __repr__(self) -> str:
         return f"MixtureSameFamily(\n  {self.mixture_distribution!r},\n  {self.component_distribution!r})"
+
+
+class LowRankMultivariateNormal(Distribution):
+    """A multivariate normal with covariance ``cov_factor @ cov_factor.mT + diag(cov_diag)`` (rank r + diagonal),
+    evaluated through the r x r capacitance matrix (Woodbury), never the n x n covariance.
+
+    Raises:
+        ValueError: ``loc`` not a vector, ``cov_factor`` not (n, r) matrices or ``cov_diag`` not length-n vectors.
+    """
+
+    arg_constraints = {
+        "loc": constraints.real_vector,
+        "cov_factor": constraints.independent(constraints.real, 2),
+        "cov_diag": constraints.independent(constraints.positive, 1),
+    }
+    support = constraints.real_vector
+    has_rsample = True
+
+    def __init__(self, loc, cov_factor, cov_diag, validate_args=None):
+        if loc.ndim < 1:
+            raise ValueError("loc must be at least one-dimensional.")
+        event_shape = tuple(loc.shape[-1:])
+        if cov_factor.ndim < 2:
+            raise ValueError("cov_factor must be at least two-dimensional, with optional leading batch dimensions")
+        if tuple(cov_factor.shape[-2:-1]) != event_shape:
+            raise ValueError(f"cov_factor must be a batch of matrices with shape {event_shape[0]} x m")
+        if tuple(cov_diag.shape[-1:]) != event_shape:
+            raise ValueError(f"cov_diag must be a batch of vectors with shape {event_shape}")
+        batch_shape = tuple(
+            F.broadcast_shapes(tuple(loc.shape[:-1]), tuple(cov_factor.shape[:-2]), tuple(cov_diag.shape[:-1]))
+        )
+        n, r = event_shape[0], cov_factor.shape[-1]
+        self.loc = loc.expand(batch_shape + (n,))
+        self.cov_factor = cov_factor.expand(batch_shape + (n, r))
+        self.cov_diag = cov_diag.expand(batch_shape + (n,))
+        self._unbroadcasted_cov_factor = cov_factor
+        self._unbroadcasted_cov_diag = cov_diag
+        self._capacitance_tril = _capacitance_tril(cov_factor, cov_diag)
+        super().__init__(batch_shape, event_shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(LowRankMultivariateNormal, _instance)
+        batch_shape = Size(tuple(batch_shape))
+        loc_shape = tuple(batch_shape) + tuple(self.event_shape)
+        new.loc = self.loc.expand(loc_shape)
+        new.cov_diag = self.cov_diag.expand(loc_shape)
+        new.cov_factor = self.cov_factor.expand(loc_shape + tuple(self.cov_factor.shape[-1:]))
+        new._unbroadcasted_cov_factor = self._unbroadcasted_cov_factor
+        new._unbroadcasted_cov_diag = self._unbroadcasted_cov_diag
+        new._capacitance_tril = self._capacitance_tril
+        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @lazy_property
+    def variance(self):
+        w, d = self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag
+        return (w.pow(2).sum(-1) + d).expand(tuple(self._batch_shape) + tuple(self._event_shape))
+
+    @lazy_property
+    def covariance_matrix(self):
+        w, d = self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag
+        cov = w @ w.mT + F.diag_embed(d)
+        return cov.expand(tuple(self._batch_shape) + tuple(self._event_shape) * 2)
+
+    @lazy_property
+    def scale_tril(self):
+        return LA.cholesky(self.covariance_matrix)
+
+    @lazy_property
+    def precision_matrix(self):
+        return LA.inv(self.covariance_matrix)
+
+    def _logdet(self):
+        c = self._capacitance_tril
+        return 2 * c.diagonal(dim1=-2, dim2=-1).log().sum(-1) + self._unbroadcasted_cov_diag.log().sum(-1)
+
+    def rsample(self, sample_shape: Sequence[int] = Size()):
+        shape = tuple(self._extended_shape(sample_shape))
+        w = self._unbroadcasted_cov_factor
+        eps_w = standard_normal(shape[:-1] + (w.shape[-1],), self.loc.dtype)
+        eps_d = standard_normal(shape, self.loc.dtype)
+        return self.loc + _batch_mv(w, eps_w) + self._unbroadcasted_cov_diag.sqrt() * eps_d
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        diff = value - self.loc
+        w, d, c = self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag, self._capacitance_tril
+        wt_dinv_x = _batch_mv(w.mT / d.unsqueeze(-2), diff)
+        term1 = (diff.pow(2) / d).sum(-1)
+        term2 = _batch_mahalanobis(c, wt_dinv_x)
+        m = term1 - term2
+        return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + self._logdet() + m)
+
+    def entropy(self):
+        h = 0.5 * (self._event_shape[0] * (1.0 + math.log(2 * math.pi)) + self._logdet())
+        return h if len(self._batch_shape) == 0 else h.expand(tuple(self._batch_shape))
+
+
+def _capacitance_tril(w: Tensor, d: Tensor) -> Tensor:
+    """cholesky(I + W^T D^-1 W): the r x r matrix the Woodbury identity reduces the covariance to."""
+    r = w.shape[-1]
+    wt_dinv = w.mT / d.unsqueeze(-2)
+    k = wt_dinv @ w
+    return LA.cholesky(k + eye(r, dtype=k.dtype))
