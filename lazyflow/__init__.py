@@ -164,6 +164,7 @@ from . import func
 from .autograd import functional as _autograd_functional  # lf.autograd.functional (sits above the Tensor ops)
 from .func import vmap
 from . import accelerator, backends, cuda, jit, export, multiprocessing, random, testing
+from . import distributions
 from .checkpoint import load, save
 from . import hub
 

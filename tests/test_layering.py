@@ -59,6 +59,9 @@ LAYERS = {
     "lazyflow.multiprocessing": 2.96,  # torch.multiprocessing: stdlib multiprocessing + spawn (refuses fork)
     "lazyflow.random": 2.96,  # torch.random: the global generator's seed/state names and fork_rng
     "lazyflow.testing": 2.96,  # torch.testing: assert_close/make_tensor over Tensors and the factories
+    # lf.distributions: composites over Tensor ops, _functional, linalg and the _creation draws (no nn, no graph:
+    # the same code runs eagerly and inside a trace), so it sits at the top of the Tensor layer
+    "lazyflow.distributions": 2.97,
     "lazyflow.eager": 3,
     "lazyflow.cuda": 3,  # torch.cuda's queries over JAX's GPUs (and cuda.amp over lazyflow.amp)
     "lazyflow.cuda._common": 3,  # lf.cuda's shared device parsing and its no-GPU errors

@@ -307,6 +307,7 @@ NAMESPACES = [
     (lf.backends.cpu, torch.backends.cpu, "backends.cpu"),
     (lf.func, torch.func, "func"),
     (lf.utils.checkpoint, torch.utils.checkpoint, "utils.checkpoint"),
+    (lf.distributions, torch.distributions, "distributions"),
 ]
 
 
