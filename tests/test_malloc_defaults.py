@@ -70,7 +70,19 @@ def test_switched_off_glibc_maps_and_faults_the_block_each_call():
     ],
 )
 def test_a_users_own_malloc_setting_wins(env):
-    assert _probe(**env)["applied"] == {}
+    # the module alone (it imports only the standard library): what lazyflow's import would apply, without JAX
+    code = (
+        "import importlib.util, json\n"
+        f"spec = importlib.util.spec_from_file_location('m', {malloc.__file__!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "print(json.dumps(m.MALLOC_DEFAULTS_APPLIED))\n"
+    )
+    e = {k: v for k, v in os.environ.items() if k not in _KNOBS}
+    probe = lambda **extra: subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**e, **extra}, timeout=60, check=True
+    )
+    assert json.loads(probe().stdout) != {}  # the same probe applies the defaults without the user's setting
+    assert json.loads(probe(**env).stdout) == {}
 
 
 def test_this_test_process_runs_under_the_defaults():
