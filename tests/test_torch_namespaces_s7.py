@@ -59,7 +59,11 @@ def test_to_empty_keeps_structure_dtypes_and_parameters_as_torchs():
     for k in so:
         assert tuple(so[k].shape) == tuple(st[k].shape) and str(so[k].dtype)[9:] == str(st[k].dtype)[6:]
     assert isinstance(ours[0].weight, lf.nn.Parameter) and ours[0].weight.requires_grad
-    ours.load_state_dict({k: lf.tensor(v.numpy()) for k, v in theirs.state_dict().items()})  # then filled
+    rng = np.random.default_rng(0)  # then filled (torch's to_empty leaves garbage: fill both with the same values)
+    filled = {k: np.abs(rng.standard_normal(tuple(v.shape))).astype(np.float32) + 0.5 for k, v in st.items()}
+    filled["1.num_batches_tracked"] = np.array(3, np.int64)
+    ours.load_state_dict({k: lf.tensor(v) for k, v in filled.items()})
+    theirs.load_state_dict({k: torch.tensor(v) for k, v in filled.items()})
     x = np.ones((4, 2), np.float32)
     ours.eval(), theirs.eval()
     np.testing.assert_allclose(ours(lf.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy(), atol=1e-6)
