@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
+from typing import Any
 
 from .. import _functional as F
 from .._core.size import Size
@@ -62,19 +63,10 @@ class LogitRelaxedBernoulli(_ProbsLogits):
         return _log(self.temperature) + diff - 2 * diff.exp().log1p()
 
 
-class RelaxedBernoulli(TransformedDistribution):
-    """A reparameterisable relaxation of Bernoulli on (0, 1): sigmoid of a LogitRelaxedBernoulli draw."""
+class _BaseParams:
+    """temperature/logits/probs of a relaxed distribution, read from its base distribution."""
 
-    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
-    support = constraints.unit_interval  # type: ignore[assignment]
-    has_rsample = True  # type: ignore[assignment]
-
-    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        base = LogitRelaxedBernoulli(temperature, probs, logits)
-        super().__init__(base, SigmoidTransform(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return super().expand(batch_shape, _instance=self._get_checked_instance(RelaxedBernoulli, _instance))
+    base_dist: Any
 
     @property
     def temperature(self):
@@ -87,6 +79,21 @@ class RelaxedBernoulli(TransformedDistribution):
     @property
     def probs(self):
         return self.base_dist.probs
+
+
+class RelaxedBernoulli(_BaseParams, TransformedDistribution):
+    """A reparameterisable relaxation of Bernoulli on (0, 1): sigmoid of a LogitRelaxedBernoulli draw."""
+
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.unit_interval  # type: ignore[assignment]
+    has_rsample = True  # type: ignore[assignment]
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        base = LogitRelaxedBernoulli(temperature, probs, logits)
+        super().__init__(base, SigmoidTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return super().expand(batch_shape, _instance=self._get_checked_instance(RelaxedBernoulli, _instance))
 
 
 class ExpRelaxedCategorical(Distribution):
@@ -136,7 +143,7 @@ class ExpRelaxedCategorical(Distribution):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(_BaseParams, TransformedDistribution):
     """A reparameterisable relaxation of OneHotCategorical on the simplex (Gumbel-softmax, Jang et al. 2017)."""
 
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
@@ -149,18 +156,6 @@ class RelaxedOneHotCategorical(TransformedDistribution):
 
     def expand(self, batch_shape, _instance=None):
         return super().expand(batch_shape, _instance=self._get_checked_instance(RelaxedOneHotCategorical, _instance))
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs
 
 
 class Multinomial(Distribution):
