@@ -10,8 +10,11 @@ allows (one per ``IOV_MAX`` tensors).
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
+import sys
+import weakref
 
 import numpy as np
 
@@ -30,24 +33,58 @@ _CHUNK = 8 << 20  # records below this size share buffers of at most this size (
 _GAP = 1 << 16  # records at most this many bytes apart share a preadv (torch's zip headers are ~100 bytes)
 
 
-# private (malloc's choice; Python's ``mmap.mmap(-1, n)`` maps *shared* anonymous memory, whose pages come from
-# shmem and fault ~40% slower), pre-faulted in one call where the kernel offers it (the load writes every byte)
-_MAP_FLAGS = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0x20) | getattr(mmap, "MAP_POPULATE", 0)
+_LIBC = None
+if sys.platform.startswith("linux"):
+    try:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+        _LIBC.malloc.restype, _LIBC.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+        _LIBC.free.restype, _LIBC.free.argtypes = None, [ctypes.c_void_p]
+        _LIBC.madvise.restype = ctypes.c_int
+        _LIBC.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        _LIBC.mincore.restype = ctypes.c_int
+        _LIBC.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    except (OSError, AttributeError):  # pragma: no cover - a libc without these symbols: numpy's allocator
+        _LIBC = None
+_PAGE = mmap.PAGESIZE
+_MADV_NOHUGEPAGE = 15
+_MADV_POPULATE_WRITE = 23  # Linux 5.14+: fault a range in, writable, in one call (older kernels: EINVAL, ignored)
+
+
+def _prepare(addr: int, n: int) -> None:
+    """Advise the pages holding ``[addr, addr + n)`` against huge pages (numpy advises *for* them on each array of
+    4 MiB or more, and under lazyflow's malloc defaults those arrays live in the same heap: the advice stays on the
+    range after numpy frees it), then fault them in at once when the middle one is not resident yet (fresh memory: one
+    call instead of a fault per page); memory malloc hands back from an earlier load is left as it is."""
+    assert _LIBC is not None
+    lo, hi = addr // _PAGE * _PAGE, -(-(addr + n) // _PAGE) * _PAGE  # advice and faults leave bytes as they are
+    _LIBC.madvise(lo, hi - lo, _MADV_NOHUGEPAGE)
+    vec = ctypes.c_ubyte(0)
+    mid = lo + (hi - lo) // 2 // _PAGE * _PAGE  # the ends' pages may be shared with neighbouring blocks
+    if _LIBC.mincore(mid, _PAGE, ctypes.byref(vec)) == 0 and vec.value & 1:
+        return
+    _LIBC.madvise(lo, hi - lo, _MADV_POPULATE_WRITE)
 
 
 def _raw(n: int) -> np.ndarray:
-    """``n`` uninitialised bytes. From 2 MiB on, a private anonymous ``mmap`` (page-aligned, pre-faulted) rather
-    than ``numpy.empty``: numpy asks the kernel for transparent huge pages (``MADV_HUGEPAGE``) on arrays of 4 MiB or
+    """``n`` uninitialised bytes. From 2 MiB on (on Linux), straight from libc's ``malloc`` rather than
+    ``numpy.empty``: numpy asks the kernel for transparent huge pages (``MADV_HUGEPAGE``) on arrays of 4 MiB or
     more, and where the kernel's THP defrag setting is ``madvise`` (a common default) each fault may then compact
-    memory synchronously. On this project's shared box a fresh process's first ResNet-50 load took 320-660 ms that
-    way, against 70-115 ms with ordinary pages (the peer, safetensors' ``load_file``: 70 ms). Measured on 100 MB
-    (CPU time of a fresh process, read of a cached file): shared anonymous 86-105 ms, private 61-73 ms, private
-    pre-faulted 46-65 ms, ``f.read()`` 59-83 ms. The mapping lives as long as the arrays viewing it."""
-    if n < _HUGE:
+    memory synchronously -- a fresh process's first ResNet-50 load took 320-660 ms that way on this project's box,
+    against 70-115 ms with ordinary pages. malloc's pages are private (Python's ``mmap.mmap(-1, n)`` maps *shared*
+    anonymous memory, whose pages fault ~40% slower) and, under lazyflow's malloc defaults
+    (:mod:`lazyflow._core.malloc`), come back to the next load already faulted in: 6 in-process loads of a 400 MB
+    checkpoint took ~410 ms of CPU each from fresh mappings, ~220 ms from malloc. Fresh pages are faulted in with
+    one ``madvise(MADV_POPULATE_WRITE)`` (the load writes every byte). The block is freed when the last array
+    viewing it goes. Its pages are advised against huge pages (see :func:`_prepare`)."""
+    if n < _HUGE or _LIBC is None:
         return np.empty(n, np.uint8)
-    if os.name != "posix":  # pragma: no cover - Windows: mmap's flags differ; numpy's allocator there gives no advice
-        return np.empty(n, np.uint8)
-    return np.frombuffer(mmap.mmap(-1, n, flags=_MAP_FLAGS), np.uint8)
+    addr = _LIBC.malloc(n)
+    if not addr:
+        raise MemoryError(f"cannot allocate {n} bytes for a load buffer")
+    holder = (ctypes.c_ubyte * n).from_address(addr)
+    weakref.finalize(holder, _LIBC.free, addr)
+    _prepare(addr, n)
+    return np.frombuffer(memoryview(holder).cast("B"), np.uint8)
 
 
 def aligned(n: int, phase: int = 0) -> np.ndarray:
