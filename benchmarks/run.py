@@ -296,7 +296,7 @@ def _adapt_graph(res) -> list[Row]:
                 Row(
                     "graph",
                     f"{case} first Graph call (compile)",
-                    "jax.jit compile",
+                    "jax.jit first call (each in a fresh process)" if r.get("first_calls_fresh") else "jax.jit compile",
                     r["lf_graph_first_call_s"],
                     r["jax_jit_compile_s"],
                     1.2,
