@@ -127,6 +127,36 @@ def test_dropout_is_fresh_each_call_and_reproducible():
     assert set(np.unique(a)) <= {0.0, 2.0}
 
 
+def test_compiled_draws_follow_every_generator_change_between_calls():
+    # the (seed, offset) device arrays are reused while the generator is unchanged: every way a user moves it
+    # (manual_seed, an eager random op, set_rng_state, the compiled call itself) must reach the next call
+    from lazyflow.graph.functionalize import rng_inputs
+
+    cm = lf.compile(nn.Sequential(nn.Dropout(0.5)))
+    x = lf.ones(256)
+    lf.manual_seed(5)
+    state = lf.get_rng_state()
+    a = _np(cm(x))
+    b = _np(cm(x))  # the call advanced the offset
+    lf.set_rng_state(state)
+    np.testing.assert_array_equal(_np(cm(x)), a)
+    lf.rand(3)  # an eager draw between compiled calls moves the offset
+    c = _np(cm(x))
+    lf.set_rng_state(state)
+    cm(x)
+    np.testing.assert_array_equal(_np(cm(x)), b)
+    lf.manual_seed(6)
+    d = _np(cm(x))
+    assert len({a.tobytes(), b.tobytes(), c.tobytes(), d.tobytes()}) == 4
+    for seed in (5, 2**40 + 7):
+        lf.manual_seed(seed)
+        lf.rand(2)
+        gen = lf.default_generator
+        s, o = rng_inputs()
+        assert (int(s), int(o)) == (((seed ^ (seed >> 32)) & 0xFFFFFFFF), gen._offset & 0xFFFFFFFF)
+        assert rng_inputs()[0] is s  # unchanged generator: the same arrays, no new transfer
+
+
 def test_parameters_are_inputs_not_constants():
     m = nn.Linear(3, 2)
     cm = lf.compile(m)

@@ -106,6 +106,22 @@ def test_cache_info_fields_and_clear_cache():
     assert info.currbytes == 0
 
 
+def test_hit_count_is_exact_across_reads_inserts_inplace_hits_and_clears():
+    # the hit count is derived from the recency counter (stamps issued minus those no hit took): reading it,
+    # inserting entries, in-place and out-of-place hits, and clearing must each count exactly as before
+    x, y = _np_tensor(4), _np_tensor(4)
+    lf.neg(x)
+    assert [_info().hits for _ in range(3)] == [0, 0, 0]
+    lf.neg(x), lf.neg(y), x + y  # two hits, one insert
+    x.add_(1.0), x.add_(1.0)  # an in-place insert, then an in-place hit
+    lf.relu(x)[0]  # a miss (relu) and a getitem miss
+    assert (_info().hits, _info().misses) == (3, 5)
+    lf.eager.clear_cache()
+    assert _info().hits == 0
+    lf.neg(x), lf.neg(x)
+    assert [_info().hits for _ in range(2)] == [1, 1]
+
+
 def test_repeated_call_is_one_miss_then_hits_without_a_trace():
     f = Counting()
     x = _np_tensor(2)

@@ -59,12 +59,21 @@ class _Mode(contextlib.ContextDecorator):
     _mode = True
 
     def __enter__(self):
-        self._prev = _save()
-        _set(self._mode)
+        st = state
+        if st.tracing:
+            self._prev = _save()
+            _set(self._mode)
+        else:  # outside a trace _save/_set touch the tape switch alone: done inline (``with no_grad()`` per call)
+            self._prev = (st.grad_enabled, None, None)
+            st.grad_enabled = self._mode
         return self
 
     def __exit__(self, *exc):
-        _restore(self._prev)
+        prev = self._prev
+        if prev[1] is None:
+            state.grad_enabled = prev[0]
+        else:
+            _restore(prev)
         return False
 
     def _recreate_cm(self):

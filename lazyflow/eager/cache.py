@@ -5,7 +5,8 @@ Keys are ``(op, statics, operand descriptions...)`` where a tensor operand is de
 Python's own tuple hash combines the fields (the OneFlow infer-cache slowdown came from an XOR combiner
 and a per-view storage offset in the key; neither exists here). Recency is a counter stamped on the entry at each
 hit (one attribute store, instead of re-linking an ordered dict on the hot path); the eviction scan happens
-only on a miss, which pays for an XLA compile anyway.
+only on a miss, which pays for an XLA compile anyway. The stamps come from one C-level counter (:data:`tick`), which
+also counts the hits: every stamp not taken by a hit (an insert, a ``cache_info`` read, a clear) is counted aside.
 
 Two bounds, whichever is reached first: ``maxsize`` entries (default 4096) and ``maxbytes`` bytes (default 1 GiB)
 of compiled kernels; past either, least recently used entries are evicted one at a time. An entry's bytes are
@@ -33,6 +34,7 @@ without dtype casts or static attributes, left every executable alive there afte
 
 from __future__ import annotations
 
+import itertools
 import operator
 import os
 import re
@@ -114,14 +116,25 @@ def _env_limit(name: str = "LAZYFLOW_EAGER_CACHE_SIZE", default: int = DEFAULT_C
     return n
 
 
+# The recency stamp of a hit: the next value of a counter that every hit advances (a C call on the hot path)
+tick = itertools.count(1).__next__
+
+
 class _Stats:
-    hits = 0
+    not_hits = 0  # stamps taken by something other than a hit (inserts, hit-count reads, clears)
     misses = 0
     evictions = 0
     backward_compiles = 0
     currbytes = 0
     maxsize = _env_limit()
     maxbytes = _env_limit("LAZYFLOW_EAGER_CACHE_BYTES", DEFAULT_CACHE_BYTES, units=True)
+
+    @property
+    def hits(self) -> int:
+        """Cache hits since the last clear: stamps issued minus those no hit took (this read takes one)."""
+        n = tick()
+        self.not_hits += 1
+        return n - self.not_hits
 
 
 stats = _Stats()
@@ -168,7 +181,8 @@ def clear_cache() -> None:
     """Drop every cached kernel and reset the counters."""
     for t in _tables.values():
         t.clear()
-    stats.hits = stats.misses = stats.evictions = stats.backward_compiles = stats.currbytes = 0
+    stats.misses = stats.evictions = stats.backward_compiles = stats.currbytes = 0
+    stats.not_hits = tick()  # every stamp so far: no hit since the clear
 
 
 def set_cache_limit(n: int | None = None, *, bytes: int | None = None) -> None:
@@ -226,7 +240,8 @@ def _shrink(keep) -> None:
 
 def insert(key, entry) -> None:
     """Cache ``entry`` (its ``nbytes`` already estimated) under ``key`` in the current table."""
-    entry.tick = stats.hits
+    entry.tick = tick()
+    stats.not_hits += 1
     entry.key = key
     entries[key] = entry
     stats.currbytes += entry.nbytes

@@ -36,6 +36,8 @@ from ..ops.table import specialize
 from . import cache as _cache
 
 _stats = _cache.stats
+_tick = _cache.tick
+_new = object.__new__
 _get: Callable[[Any], Any] = _cache.entries.get  # the current table's get: set by _use_entries (use_table below)
 
 
@@ -167,46 +169,54 @@ class _NeedsConvert(Exception):
 
 def apply(op, args, statics=()):
     """Run ``op`` on ``args`` (Tensors, Python scalars, None) with static attributes ``statics``."""
-    # Fast path for the common one/two-tensor call: no list building, one dict lookup, one kernel launch.
+    # Fast path for the common one/two-operand call on a cache hit: no list building, one dict lookup, one kernel
+    # launch, the output Tensor built inline (a call to _make is a Python frame: ~0.1 us of a ~7 us dispatch)
     n = len(args)
     if n == 2:
         a, b = args
         if isinstance(a, Tensor):
             if isinstance(b, Tensor):
-                key = (op, statics, a._meta, b._meta)
-                entry = _get(key)
-                if entry is not None:
-                    _stats.hits += 1
-                    entry.tick = _stats.hits
-                    out = entry.kernel(a._value, b._value)
-                    res = tuple(map(_make, out, entry.outs)) if entry.multi else _make(out, entry.outs)
-                    if (a._rg or b._rg) and state.grad_enabled and op.differentiable:
-                        record(entry, args, res, entry.multi)
-                    return res
+                entry = _get((op, statics, a._meta, b._meta))
+                if entry is None:
+                    return _apply_general(op, args, statics)
+                out = entry.kernel(a._value, b._value)
+                rg = a._rg or b._rg
             elif b.__class__ in _SCALAR_TYPES:
-                key = (op, statics, a._meta, b.__class__)
-                entry = _get(key)
-                if entry is not None:
-                    _stats.hits += 1
-                    entry.tick = _stats.hits
-                    out = entry.kernel(a._value, b)
-                    res = tuple(map(_make, out, entry.outs)) if entry.multi else _make(out, entry.outs)
-                    if a._rg and state.grad_enabled and op.differentiable:
-                        record(entry, args, res, entry.multi)
-                    return res
-    elif n == 1:
+                entry = _get((op, statics, a._meta, b.__class__))
+                if entry is None:
+                    return _apply_general(op, args, statics)
+                out = entry.kernel(a._value, b)
+                rg = a._rg
+            else:
+                return _apply_general(op, args, statics)
+        else:
+            return _apply_general(op, args, statics)
+    elif n == 1 and isinstance(args[0], Tensor):
         a = args[0]
-        if isinstance(a, Tensor):
-            entry = _get((op, statics, a._meta))
-            if entry is not None:
-                _stats.hits += 1
-                entry.tick = _stats.hits
-                out = entry.kernel(a._value)
-                res = tuple(map(_make, out, entry.outs)) if entry.multi else _make(out, entry.outs)
-                if a._rg and state.grad_enabled and op.differentiable:
-                    record(entry, args, res, entry.multi)
-                return res
-    return _apply_general(op, args, statics)
+        entry = _get((op, statics, a._meta))
+        if entry is None:
+            return _apply_general(op, args, statics)
+        out = entry.kernel(a._value)
+        rg = a._rg
+    else:
+        return _apply_general(op, args, statics)
+    entry.tick = _tick()
+    if entry.multi:
+        res = tuple(map(_make, out, entry.outs))
+    else:  # _make's body
+        res = _new(Tensor)
+        res._value = out
+        res._meta = entry.outs
+        res._rg = False
+        res.grad = None
+        res._node = None
+        res._oidx = 0
+        res._version = 0
+        res._peers = None
+        res._retain = False
+    if rg and state.grad_enabled and op.differentiable:
+        record(entry, args, res, entry.multi)
+    return res
 
 
 def _apply_general(op, args, statics):
@@ -219,8 +229,7 @@ def _apply_general(op, args, statics):
     if entry is None:
         entry, out = _miss(key, op, args, vals, statics, False)
     else:
-        _stats.hits += 1
-        entry.tick = _stats.hits
+        entry.tick = _tick()
         out = entry.kernel(*vals)
     if entry.multi:
         res = tuple(_make(v, m) for v, m in zip(out, entry.outs))
@@ -263,8 +272,7 @@ def apply_inplace(op, target, args, statics=()):
             key = tuple(key)
             entry = _get(key)
             if entry is not None:
-                _stats.hits += 1
-                entry.tick = _stats.hits
+                entry.tick = _tick()
                 out = entry.kernel(*vals)
                 meta = entry.outs
                 if meta == target._meta:
@@ -295,8 +303,7 @@ def apply_inplace(op, target, args, statics=()):
     if entry is None:
         entry, out = _miss(key, op, args, vals, statics, donate)
     else:
-        _stats.hits += 1
-        entry.tick = _stats.hits
+        entry.tick = _tick()
         out = entry.kernel(*vals)
     if entry.multi:
         raise multi_inplace_error(op)
