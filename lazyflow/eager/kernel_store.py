@@ -37,7 +37,14 @@ from .._core.size import Size
 from ..ops.table import REGISTRY
 
 _FORMAT = 1
-ENABLED = os.environ.get("LAZYFLOW_KERNEL_CACHE", "1") != "0"
+
+
+def enabled_by_env() -> bool:
+    """False when ``LAZYFLOW_KERNEL_CACHE=0`` (read once, at import)."""
+    return os.environ.get("LAZYFLOW_KERNEL_CACHE", "1") != "0"
+
+
+ENABLED = enabled_by_env()
 # JAX settings that change what a traced function becomes
 _JAX_SETTINGS = (
     "jax_enable_x64",
