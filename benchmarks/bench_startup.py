@@ -2,7 +2,9 @@
 
 Run: ``python -m benchmarks.bench_startup [--quick]``. Every measurement is a new Python process (median of repeats).
 "cold": lazyflow's compile cache off (``LAZYFLOW_COMPILE_CACHE=0``), so each process pays every XLA compile it needs;
-"warm": a private cache directory filled by one earlier process. Compiles are counted from JAX's own compile events.
+"warm": a private cache directory filled by one earlier process; "warm, kernel store off": the same directory with
+``LAZYFLOW_KERNEL_CACHE=0`` (eager kernels found through JAX's cache: traced and lowered to compute its key).
+Compiles are counted from JAX's own compile events.
 Models are built by the same code for both frameworks (``benchmarks/models.py``): torchvision-style ResNet-50 and
 nanoGPT's 12-layer GPT (d=768), seeded. For ResNet-50 the child also runs eager SGD-momentum training steps at batch 8,
 64x64 (cross-entropy): the first step's time, and the compiles of steps 2-3 (the goal: none); ``--quick`` (the smoke
@@ -67,11 +69,14 @@ print(json.dumps({"import_s": t_import, "build_s": build_s, "compiles": n_build,
 """
 
 
-def _child(fw: str, model: str, cache: str | None = None, steps: bool = False) -> dict:
-    """One fresh process; ``cache``: lazyflow's compile cache directory (None: the cache off)."""
+def _child(fw: str, model: str, cache: str | None = None, steps: bool = False, kernel_store: bool = True) -> dict:
+    """One fresh process; ``cache``: lazyflow's compile cache directory (None: the cache off); ``kernel_store``:
+    False sets ``LAZYFLOW_KERNEL_CACHE=0``."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
-    for k in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
+    for k in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "LAZYFLOW_KERNEL_CACHE"):
         env.pop(k, None)
+    if not kernel_store:
+        env["LAZYFLOW_KERNEL_CACHE"] = "0"
     if cache is None:
         env["LAZYFLOW_COMPILE_CACHE"] = "0"
     else:
@@ -103,14 +108,16 @@ def measure(quick: bool, only=None) -> dict:
     out: dict = {"repeat": repeat, "cases": []}
     imports: dict[str, list] = {"torch": [], "lazyflow": []}
     for model in cases:
-        runs: dict[str, list] = {"torch": [], "lazyflow": [], "warm": []}
+        runs: dict[str, list] = {"torch": [], "lazyflow": [], "warm": [], "warm_jax": []}
         with tempfile.TemporaryDirectory() as cache:
-            _child("lazyflow", model, cache, not quick)  # fills the cache
+            _child("lazyflow", model, cache, not quick)  # fills the cache (lazyflow's kernel store)
+            _child("lazyflow", model, cache, not quick, kernel_store=False)  # and JAX's entries for the same kernels
             for _ in range(repeat):
-                for fw in ("torch", "lazyflow", "warm"):
-                    r = _child("lazyflow" if fw == "warm" else fw, model, cache if fw == "warm" else None, not quick)
+                for fw in ("torch", "lazyflow", "warm", "warm_jax"):
+                    warm = fw.startswith("warm")
+                    r = _child("lazyflow" if warm else fw, model, cache if warm else None, not quick, fw != "warm_jax")
                     runs[fw].append(r)
-                    if fw != "warm":
+                    if not warm:
                         imports[fw].append(r["import_s"])
         case = {
             "case": model,
@@ -125,6 +132,7 @@ def measure(quick: bool, only=None) -> dict:
             case.update(
                 lf_step=_median(runs["lazyflow"], "step_s"),
                 warm_step=_median(runs["warm"], "step_s"),
+                warm_jax_step=_median(runs["warm_jax"], "step_s"),
                 torch_step=_median(runs["torch"], "step_s"),
                 later_compiles=max(r["later_compiles"] for r in runs["lazyflow"] + runs["warm"]),
             )
@@ -172,7 +180,11 @@ def rows(res: dict) -> list[dict]:
             }
         )
         if "lf_step" in c:
-            for kind, key, target in (("no compile cache", "lf_step", None), ("warm compile cache", "warm_step", 2.0)):
+            for kind, key, target in (
+                ("no compile cache", "lf_step", None),
+                ("warm compile cache", "warm_step", 2.0),
+                ("warm compile cache, kernel store off", "warm_jax_step", None),
+            ):
                 row = {
                     "case": f"first eager SGD step {c['case']} b8 64x64 ({kind})",
                     "versus": "torch's first step",

@@ -22,13 +22,17 @@ import pytest
 
 import lazyflow as lf
 import lazyflow.eager.cache as cache_mod
+import lazyflow.eager.kernel_store as kernel_store
 from lazyflow.ops.table import REGISTRY, OpDef
 
 INTERP = lf.eager.INTERPRETER
 
 
 @pytest.fixture(autouse=True)
-def fresh_cache():
+def fresh_cache(monkeypatch):
+    # the in-memory cache alone: a kernel loaded from lazyflow's on-disk store (tests/test_kernel_store.py) is a
+    # jax.stages.Compiled, not the jax.jit wrapper these tests inspect, and its size comes from the stored entry
+    monkeypatch.setattr(kernel_store, "ENABLED", False)
     limit, maxbytes = lf.eager.get_cache_limit(), lf.eager.cache_info().maxbytes
     lf.eager.clear_cache()
     yield

@@ -149,6 +149,16 @@ class Store(_jax_base()):  # pyright: ignore[reportGeneralTypeIssues]  # JAX's i
         return self._path / (key + _SUFFIX)
 
     def get(self, key: str) -> bytes | None:
+        if getattr(_bypass, "on", False):
+            return None
+        return self.read(key)
+
+    def put(self, key: str, value: bytes) -> None:
+        if not getattr(_bypass, "on", False):
+            self.write(key, value)
+
+    def read(self, key: str) -> bytes | None:
+        """The entry under ``key`` when it is whole (checksum verified), else None (a damaged one is removed)."""
         f = self._file(key)
         try:
             blob = f.read_bytes()
@@ -177,7 +187,19 @@ class Store(_jax_base()):  # pyright: ignore[reportGeneralTypeIssues]  # JAX's i
         self.info.hits += 1
         return value
 
-    def put(self, key: str, value: bytes) -> None:
+    def discard(self, key: str) -> None:
+        """Remove an entry found unusable after its checksum passed (written for another program): a miss."""
+        self.info.hits -= 1
+        self.info.misses += 1
+        self.info.corrupted += 1
+        _warn("foreign", f"unusable entry {key} removed; recompiling it")
+        try:
+            self._file(key).unlink()
+        except OSError:
+            pass
+
+    def write(self, key: str, value: bytes) -> None:
+        """Store ``value`` under ``key``: a private temporary file renamed into place (readers see all or none)."""
         if not self._writable:
             return
         f = self._file(key)
@@ -239,6 +261,15 @@ class Store(_jax_base()):  # pyright: ignore[reportGeneralTypeIssues]  # JAX's i
 
 
 _info = CompileCacheInfo(enabled=False, directory=None)
+# Set (per thread) while lazyflow compiles a program it stores under a key of its own (the eager kernel store):
+# JAX's lookup and write are skipped then, so a program is kept once and counted once
+_bypass = threading.local()
+
+
+def active_store() -> Store | None:
+    """The store JAX compiles through now (None: the cache is off, or the user gave JAX a directory of their own)."""
+    store = _jax_cache_module()._cache
+    return store if isinstance(store, Store) else None
 
 
 def info() -> CompileCacheInfo:

@@ -219,7 +219,12 @@ def get_cache_limit() -> int:
 def executable_bytes(jitted, args) -> int:
     """Estimated resident bytes of ``jitted``'s executable for ``args`` (already compiled: the lowering and the
     compilation are looked up in JAX's caches, not redone)."""
-    return EXECUTABLE_BASE_BYTES + HLO_CHAR_BYTES * len(jitted.lower(*args).compile().as_text())
+    return hlo_bytes(len(jitted.lower(*args).compile().as_text()))
+
+
+def hlo_bytes(hlo_chars: int) -> int:
+    """Estimated resident bytes of an executable whose optimized HLO text has ``hlo_chars`` characters."""
+    return EXECUTABLE_BASE_BYTES + HLO_CHAR_BYTES * hlo_chars
 
 
 def _over() -> bool:

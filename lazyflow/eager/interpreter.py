@@ -34,6 +34,7 @@ from .._dispatch import (
 from .._tensor import Tensor, _make, _meta_of, _publish
 from ..ops.table import specialize
 from . import cache as _cache
+from . import kernel_store as _kstore
 
 _stats = _cache.stats
 _tick = _cache.tick
@@ -89,9 +90,23 @@ class Entry(OpRecord):
         fn = self._bwd.get(diff)
         if fn is not None:
             return fn(*vals, *gs)
+        xs = (*vals, *gs)
+        name = _kstore.key(self.op, self.statics, self.descs, xs, False, f"backward{diff}")
+        stored = _kstore.load(name, xs, False) if name is not None else None
+        if stored is not None:
+            _stats.backward_compiles += 1
+            fn = self._bwd[diff] = stored[0]
+            out = fn(*xs)
+            _cache.charge(self, _cache.hlo_bytes(stored[1]))
+            return out
         fn = self._bwd[diff] = self._make_bwd(diff)
-        out = fn(*vals, *gs)
-        _cache.charge(self, _cache.executable_bytes(fn, (*vals, *gs)))
+        if name is None:
+            out = fn(*xs)
+            _cache.charge(self, _cache.executable_bytes(fn, xs))
+            return out
+        with _kstore.bypass():
+            out = fn(*xs)
+            _cache.charge(self, _cache.hlo_bytes(_kstore.save(name, fn.lower(*xs).compile())))
         return out
 
 
@@ -121,12 +136,22 @@ def _out_of_memory(err, op, args, statics) -> OutOfMemoryError:
 
 def _miss(key, op, args, vals, statics, donate):
     descs = key[2:-1] if donate else key[2:]
-    fn = specialize(op, statics, descs)
-    jitted = jax.jit(_owned(fn, op.name), donate_argnums=(0,) if donate else ())
+    name = _kstore.key(op, statics, descs, vals, donate, "forward")
+    stored = _kstore.load(name, vals, donate) if name is not None else None
+    jitted: Any
+    if stored is None:
+        fn = specialize(op, statics, descs)
+        jitted = jax.jit(_owned(fn, op.name), donate_argnums=(0,) if donate else ())
+    else:
+        jitted = stored[0]
     check = op.check(descs, statics) if op.check is not None else None
     kernel = jitted if check is None else _checked(jitted, check)
     try:
-        out = kernel(*vals)
+        if name is None or stored is not None:
+            out = kernel(*vals)
+        else:
+            with _kstore.bypass():
+                out = kernel(*vals)
     except (TypeError, ValueError, IndexError) as e:
         raise translate_error(e, op, args, statics) from e
     except jax.errors.JaxRuntimeError as e:
@@ -134,7 +159,14 @@ def _miss(key, op, args, vals, statics, donate):
             raise _out_of_memory(e, op, args, statics) from None
         raise
     _stats.misses += 1
-    nbytes = _cache.executable_bytes(jitted, vals)  # donated operands: only their shapes and dtypes are read
+    # donated operands: only their shapes and dtypes are read
+    if stored is not None:
+        nbytes = _cache.hlo_bytes(stored[1])
+    elif name is not None:
+        with _kstore.bypass():
+            nbytes = _cache.hlo_bytes(_kstore.save(name, jitted.lower(*vals).compile()))
+    else:
+        nbytes = _cache.executable_bytes(jitted, vals)
     if isinstance(out, (tuple, list)):
         entry = Entry(kernel, tuple(_meta_of(o) for o in out), True, op, statics, descs, nbytes)
     else:
