@@ -792,3 +792,21 @@ def test_double_backward_reuses_cached_backward_ops():
     assert _info().misses == first.misses and _info().backward_compiles == first.backward_compiles
     ref = jax.grad(lambda x: jax.grad(lambda y: (jnp.sin(y) * y).sum())(x).sum())(xv)
     np.testing.assert_allclose(h, np.asarray(ref), rtol=1e-12)
+
+
+def test_the_fast_paths_inline_tensor_is_the_same_as_make():
+    """apply's cache-hit fast path builds its output Tensor inline (a copy of ``_make``'s body, one frame fewer): every
+    slot a Tensor has must be set there, to what ``_make`` sets, or a slot added to the Tensor later would be missing
+    (an AttributeError) only on outputs of cache hits."""
+    from lazyflow._tensor import Tensor, _make
+
+    x = lf.ones(3)
+    _ = (x + 1, -x)  # the first calls compile; the next ones hit the fast paths
+    hits = [x + 1, -x]  # two-operand and one-operand fast paths
+    slots = [s for s in Tensor.__slots__ if s != "__weakref__"]
+    for out in hits:
+        ref = _make(out._value, out._meta)
+        for s in slots:
+            assert hasattr(out, s), f"fast path left Tensor.{s} unset"
+            if s != "_value":
+                assert getattr(out, s) == getattr(ref, s), s
