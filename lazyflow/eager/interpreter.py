@@ -93,8 +93,8 @@ class Entry(OpRecord):
         stored = _kstore.load(name, xs, False) if name is not None else None
         if stored is not None:
             _stats.backward_compiles += 1
-            fn = self._bwd[diff] = stored[0]
-            out = fn(*xs)
+            out = stored[0](*xs)
+            self._bwd[diff] = _kstore.fast_call(stored[0])
             _cache.charge(self, _cache.hlo_bytes(stored[1]))
             return out
         fn = self._bwd[diff] = self._make_bwd(diff)
@@ -160,6 +160,8 @@ def _miss(key, op, args, vals, statics, donate):
     # donated operands: only their shapes and dtypes are read
     if stored is not None:
         nbytes = _cache.hlo_bytes(stored[1])
+        fast = _kstore.fast_call(jitted)
+        kernel = fast if check is None else _checked(fast, check)
     elif name is not None:
         with _kstore.bypass():
             nbytes = _cache.hlo_bytes(_kstore.save(name, jitted.lower(*vals).compile()))

@@ -229,6 +229,12 @@ def load(name: str, vals, donate: bool):
     return compiled, hlo_chars
 
 
+def fast_call(compiled):
+    """The C++ call path a ``Compiled`` builds on its first call (the one a ``jax.jit`` hit takes), so a loaded
+    kernel's hit costs what a compiled one's does; the ``Compiled`` itself where there is none."""
+    return getattr(compiled, "_call", None) or compiled
+
+
 def save(name: str, compiled) -> int:
     """Store ``compiled`` under ``name`` (when it round-trips through the restricted loader); returns the length of
     its optimized HLO text (the eager cache's size estimate)."""
