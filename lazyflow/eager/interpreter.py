@@ -83,6 +83,20 @@ class Entry(OpRecord):
         _stats.backward_compiles += 1
         return jax.jit(_owned(super()._make_bwd(diff), f"{self.name}_backward"))
 
+    def _loaded_bwd(self, diff, fast):
+        """A backward kernel loaded for one operand structure; ``self._bwd`` is keyed by ``diff`` alone, and a later
+        call may pass None where this one passed a cotangent (``jax.jit`` would retrace): then the jitted backward
+        takes over."""
+
+        def run(*xs):
+            try:
+                return fast(*xs)
+            except TypeError:  # the executable's argument check, raised before anything runs
+                fn = self._bwd[diff] = self._make_bwd(diff)
+                return fn(*xs)
+
+        return run
+
     def bwd_call(self, vals, gs, diff=None):
         diff = self.diff if diff is None else diff
         fn = self._bwd.get(diff)
@@ -94,7 +108,7 @@ class Entry(OpRecord):
         if stored is not None:
             _stats.backward_compiles += 1
             out = stored[0](*xs)
-            self._bwd[diff] = _kstore.fast_call(stored[0])
+            self._bwd[diff] = self._loaded_bwd(diff, _kstore.fast_call(stored[0]))
             _cache.charge(self, _cache.hlo_bytes(stored[1]))
             return out
         fn = self._bwd[diff] = self._make_bwd(diff)

@@ -247,8 +247,10 @@ def save(name: str, compiled) -> int:
         blob = pickle.dumps((_FORMAT, hlo_chars, out_tree, exe), protocol=pickle.HIGHEST_PROTOCOL)
         _Unpickler(io.BytesIO(blob), dry=True).load()
         _Unpickler(io.BytesIO(exe), dry=True).load()
-    except Exception as e:  # a program this JAX cannot serialize, or made of names the loader refuses
-        _cc._warn("serialize", f"an eager kernel is not stored ({type(e).__name__}: {e}); it is compiled each run")
+    except _Refused as e:  # made of names the loader refuses: worth a word (the allowlist needs the name)
+        _cc._warn("serialize", f"an eager kernel is not stored (it names {e}); it is compiled each run")
+        return hlo_chars
+    except Exception:  # a program this JAX cannot serialize (a sort's comparator): left to recompile, silently
         return hlo_chars
     store.write(name, blob)
     return hlo_chars
