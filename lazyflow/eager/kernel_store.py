@@ -84,6 +84,20 @@ _ALLOWED = frozenset(
         ("jaxlib._jax", "DeviceList"),
         ("jaxlib._jax.pytree", "PyTreeDef"),
         ("numpy", "dtype"),
+        # the scalar types of ml_dtypes' extension dtypes (a bfloat16 operand's dtype pickles with its type)
+        *(
+            ("ml_dtypes", n)
+            for n in (
+                "bfloat16",
+                "float8_e4m3fn",
+                "float8_e5m2",
+                "float8_e4m3fnuz",
+                "float8_e5m2fnuz",
+                "float8_e4m3b11fnuz",
+                "int4",
+                "uint4",
+            )
+        ),
     }
 )
 
