@@ -111,9 +111,10 @@ def measure(quick: bool, only=None) -> dict:
         runs: dict[str, list] = {"torch": [], "lazyflow": [], "warm": [], "warm_jax": []}
         with tempfile.TemporaryDirectory() as cache:
             _child("lazyflow", model, cache, not quick)  # fills the cache (lazyflow's kernel store)
-            _child("lazyflow", model, cache, not quick, kernel_store=False)  # and JAX's entries for the same kernels
+            if not quick:  # the store-off row is a first-step row: --quick (build only) has none
+                _child("lazyflow", model, cache, True, kernel_store=False)  # JAX's entries for the same kernels
             for _ in range(repeat):
-                for fw in ("torch", "lazyflow", "warm", "warm_jax"):
+                for fw in ("torch", "lazyflow", "warm") if quick else ("torch", "lazyflow", "warm", "warm_jax"):
                     warm = fw.startswith("warm")
                     r = _child("lazyflow" if warm else fw, model, cache if warm else None, not quick, fw != "warm_jax")
                     runs[fw].append(r)

@@ -109,9 +109,14 @@ def store(tmp_path):
 
 
 _traces: list = []
-jax.monitoring.register_event_duration_secs_listener(
-    lambda ev, d, **kw: _traces.append(1) if ev == "/jax/core/compile/jaxpr_trace_duration" else None
-)
+
+
+def _count_traces(event: str, duration_secs: float, **kwargs) -> None:
+    if event == "/jax/core/compile/jaxpr_trace_duration":
+        _traces.append(1)
+
+
+jax.monitoring.register_event_duration_secs_listener(_count_traces)
 
 
 def _tanh(n=6):
@@ -132,6 +137,21 @@ def _rewrite(path, payload: bytes):
 def test_in_process_hit_skips_tracing(store):
     assert _tanh() > 0 and len(_kernels(store)) == 1
     assert _tanh() == 0
+
+
+def test_bfloat16_kernels_are_stored_and_loaded(store):
+    """An extension dtype's executable names its ml_dtypes scalar type: allowed, so the kernel is kept."""
+    x = np.linspace(-1.0, 1.0, 5).astype(np.float32)
+
+    def run():
+        lf.eager.clear_cache()
+        before = len(_traces)
+        out = lf.tanh(lf.tensor(x).to(lf.bfloat16)).float().numpy()
+        np.testing.assert_allclose(out, np.tanh(x), atol=1e-2)
+        return len(_traces) - before
+
+    assert run() > 0
+    assert run() == 0
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "inner"])
@@ -238,3 +258,24 @@ def test_loaded_in_place_kernels_still_donate(store):
     address, t = step()
     assert len(_traces) == before  # loaded, not traced
     assert t._value.unsafe_buffer_pointer() == address and t.tolist() == [3.0] * 4
+
+
+def test_a_loaded_backward_takes_another_cotangent_structure(store):
+    """A backward loaded for cotangents of every output, called with only some (None for the rest): jax.jit would
+    retrace, a loaded executable refuses -- the jitted backward takes over, with the right gradient."""
+    x_np = np.arange(6.0, dtype=np.float32).reshape(3, 2)
+
+    def grad(used):
+        x = lf.tensor(x_np, requires_grad=True)
+        parts = x.unbind(0)
+        total = parts[used[0]].sum()
+        for i in used[1:]:
+            total = total + parts[i].sum()
+        total.backward()
+        assert x.grad is not None
+        return x.grad.numpy()
+
+    grad([0, 1, 2])
+    lf.eager.clear_cache()
+    np.testing.assert_array_equal(grad([0, 1, 2]), np.ones((3, 2)))  # the backward loaded from disk
+    np.testing.assert_array_equal(grad([1]), [[0, 0], [1, 1], [0, 0]])  # same entry, None cotangents

@@ -85,6 +85,20 @@ class Entry(OpRecord):
         _stats.backward_compiles += 1
         return jax.jit(_owned(super()._make_bwd(diff), f"{self.name}_backward"))
 
+    def _loaded_bwd(self, diff, fast):
+        """A backward kernel loaded for one operand structure; ``self._bwd`` is keyed by ``diff`` alone, and a later
+        call may pass None where this one passed a cotangent (``jax.jit`` would retrace): then the jitted backward
+        takes over."""
+
+        def run(*xs):
+            try:
+                return fast(*xs)
+            except TypeError:  # the executable's argument check, raised before anything runs
+                fn = self._bwd[diff] = self._make_bwd(diff)
+                return fn(*xs)
+
+        return run
+
     def bwd_call(self, vals, gs, diff=None):
         diff = self.diff if diff is None else diff
         fn = self._bwd.get(diff)
@@ -95,8 +109,8 @@ class Entry(OpRecord):
         stored = _kstore.load(name, xs, False) if name is not None else None
         if stored is not None:
             _stats.backward_compiles += 1
-            fn = self._bwd[diff] = stored[0]
-            out = fn(*xs)
+            out = stored[0](*xs)
+            self._bwd[diff] = self._loaded_bwd(diff, _kstore.fast_call(stored[0]))
             _cache.charge(self, _cache.hlo_bytes(stored[1]))
             return out
         fn = self._bwd[diff] = self._make_bwd(diff)
@@ -162,6 +176,8 @@ def _miss(key, op, args, vals, statics, donate):
     # donated operands: only their shapes and dtypes are read
     if stored is not None:
         nbytes = _cache.hlo_bytes(stored[1])
+        fast = _kstore.fast_call(jitted)
+        kernel = fast if check is None else _checked(fast, check)
     elif name is not None:
         with _kstore.bypass():
             nbytes = _cache.hlo_bytes(_kstore.save(name, jitted.lower(*vals).compile()))

@@ -84,6 +84,20 @@ _ALLOWED = frozenset(
         ("jaxlib._jax", "DeviceList"),
         ("jaxlib._jax.pytree", "PyTreeDef"),
         ("numpy", "dtype"),
+        # the scalar types of ml_dtypes' extension dtypes (a bfloat16 operand's dtype pickles with its type)
+        *(
+            ("ml_dtypes", n)
+            for n in (
+                "bfloat16",
+                "float8_e4m3fn",
+                "float8_e5m2",
+                "float8_e4m3fnuz",
+                "float8_e5m2fnuz",
+                "float8_e4m3b11fnuz",
+                "int4",
+                "uint4",
+            )
+        ),
     }
 )
 
@@ -229,6 +243,12 @@ def load(name: str, vals, donate: bool):
     return compiled, hlo_chars
 
 
+def fast_call(compiled):
+    """The C++ call path a ``Compiled`` builds on its first call (the one a ``jax.jit`` hit takes), so a loaded
+    kernel's hit costs what a compiled one's does; the ``Compiled`` itself where there is none."""
+    return getattr(compiled, "_call", None) or compiled
+
+
 def save(name: str, compiled) -> int:
     """Store ``compiled`` under ``name`` (when it round-trips through the restricted loader); returns the length of
     its optimized HLO text (the eager cache's size estimate)."""
@@ -241,8 +261,10 @@ def save(name: str, compiled) -> int:
         blob = pickle.dumps((_FORMAT, hlo_chars, out_tree, exe), protocol=pickle.HIGHEST_PROTOCOL)
         _Unpickler(io.BytesIO(blob), dry=True).load()
         _Unpickler(io.BytesIO(exe), dry=True).load()
-    except Exception as e:  # a program this JAX cannot serialize, or made of names the loader refuses
-        _cc._warn("serialize", f"an eager kernel is not stored ({type(e).__name__}: {e}); it is compiled each run")
+    except _Refused as e:  # made of names the loader refuses: worth a word (the allowlist needs the name)
+        _cc._warn("serialize", f"an eager kernel is not stored (it names {e}); it is compiled each run")
+        return hlo_chars
+    except Exception:  # a program this JAX cannot serialize (a sort's comparator): left to recompile, silently
         return hlo_chars
     store.write(name, blob)
     return hlo_chars
