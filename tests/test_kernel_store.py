@@ -279,3 +279,21 @@ def test_a_loaded_backward_takes_another_cotangent_structure(store):
     lf.eager.clear_cache()
     np.testing.assert_array_equal(grad([0, 1, 2]), np.ones((3, 2)))  # the backward loaded from disk
     np.testing.assert_array_equal(grad([1]), [[0, 0], [1, 1], [0, 0]])  # same entry, None cotangents
+
+
+def test_a_jax_without_the_private_unpickler_still_imports_with_the_store_off():
+    """The store subclasses a private JAX class (jax.experimental.serialize_executable._JaxPjrtUnpickler): a JAX
+    that drops it must leave the store off (kernels through JAX's own cache), never break ``import lazyflow``."""
+    code = textwrap.dedent(
+        """
+        import jax.experimental.serialize_executable as se
+        del se._JaxPjrtUnpickler
+        import lazyflow as lf
+        from lazyflow.eager import kernel_store
+        assert kernel_store.ENABLED is False
+        print(float((lf.ones(3) * 2).sum()))
+        """
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.split()[-1] == str(float(np.sum(np.ones(3) * 2)))

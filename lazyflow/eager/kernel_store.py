@@ -110,12 +110,19 @@ class _Unstable(Exception):
     pass
 
 
-class _Unpickler(_se._JaxPjrtUnpickler):
+# a private JAX class (jax 0.10): a JAX without it leaves the store off (kernels go through JAX's cache), never
+# breaks the import
+_BASE_UNPICKLER: type[pickle.Unpickler] = getattr(_se, "_JaxPjrtUnpickler", pickle.Unpickler)
+if _BASE_UNPICKLER is pickle.Unpickler or not hasattr(_se, "serialize"):  # pragma: no cover - another JAX
+    ENABLED = False
+
+
+class _Unpickler(_BASE_UNPICKLER):
     """JAX's executable unpickler, limited to the names in ``_ALLOWED``; ``dry``: executables are not deserialized
     (the check at write time that an entry will load)."""
 
     def __init__(self, file, dry: bool = False):
-        super().__init__(file, jax.devices()[0].client)
+        super().__init__(file, jax.devices()[0].client)  # pyright: ignore[reportCallIssue]
         self.dry = dry
 
     def find_class(self, module, name):
