@@ -96,7 +96,8 @@ def test_a_warm_process_traces_no_eager_kernel_and_gets_numpys_numbers(warm):
 
 
 @pytest.fixture
-def store(tmp_path):
+def store(tmp_path, monkeypatch):
+    monkeypatch.setattr(ks, "ENABLED", True)  # tests/conftest.py switches the store off for the rest of the suite
     before = lf.config.compile_cache_info()
     lf.config.set_compile_cache(True, tmp_path)
     lf.eager.clear_cache()
@@ -205,12 +206,13 @@ def test_source_settings_and_default_dtype_are_in_the_key(store, monkeypatch):
     base = ks.key(op, (), ((lf.Size([3]), lf.float32, 1),), [x], False, "forward")
     assert base is not None and base == ks.key(op, (), ((lf.Size([3]), lf.float32, 1),), [x], False, "forward")
     k = lambda: ks.key(op, (), ((lf.Size([3]), lf.float32, 1),), [x], False, "forward")
+    source = ks.source_hash()
     monkeypatch.setattr(ks, "_source_hash", "0" * 64)  # an edited lazyflow
     assert k() != base
-    monkeypatch.undo()
+    monkeypatch.setattr(ks, "_source_hash", source)
     monkeypatch.setenv("LAZYFLOW_SOMETHING", "1")  # a lazyflow setting
     assert k() != base
-    monkeypatch.undo()
+    monkeypatch.delenv("LAZYFLOW_SOMETHING")
     with jax.default_matmul_precision("highest"):
         assert k() != base
     lf.set_default_dtype(lf.float64)
@@ -294,6 +296,7 @@ def test_a_jax_without_the_private_unpickler_still_imports_with_the_store_off():
         print(float((lf.ones(3) * 2).sum()))
         """
     )
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k != "LAZYFLOW_KERNEL_CACHE"}  # the store's default: on
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.split()[-1] == str(float(np.sum(np.ones(3) * 2)))
