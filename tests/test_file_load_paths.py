@@ -6,9 +6,7 @@ safetensors package read the same files."""
 import gc
 import json
 import os
-import resource
 import struct
-import sys
 import zipfile
 import zlib
 
@@ -22,7 +20,6 @@ import torch
 
 import lazyflow as lf
 from lazyflow._core.errors import CheckpointError
-from lazyflow._core.malloc import MALLOC_DEFAULTS_APPLIED
 from lazyflow.checkpoint import _arena, _crc
 from lazyflow.checkpoint._torch_format import make_value
 
@@ -295,26 +292,3 @@ def test_large_load_buffers_are_private_pages_without_huge_page_advice(tmp_path,
     perms, flags = _mapping_of(big.jax().unsafe_buffer_pointer())
     assert perms.endswith("p"), f"load buffer mapped {perms}, expected a private mapping"
     assert "hg" not in flags, f"load buffer advised MADV_HUGEPAGE: {sorted(flags)}"
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc and Linux's fault counters")
-def test_a_second_load_reuses_the_first_loads_pages(tmp_path):
-    """_arena._raw's claim: under lazyflow's malloc defaults a load's big buffers come from malloc, so a load after
-    an earlier one was freed reuses its pages, already faulted in (fresh mappings fault every page of every load:
-    a 400 MB checkpoint loaded 2x slower in a loop). Counted by the process's minor page faults. (lazyflow's own
-    format reads on orbax's threads, whose malloc arenas glibc manages apart: benchmarks/bench_checkpoint.py.)"""
-    if not MALLOC_DEFAULTS_APPLIED:
-        pytest.skip("the user's own malloc settings (or LAZYFLOW_MALLOC_DEFAULTS=0) are in force")
-    n = 32 << 20  # bytes: 8192 pages
-    torch.save({"w": torch.ones(n // 4)}, tmp_path / "w.pth")
-    st.save_file({"w": torch.ones(n // 4)}, tmp_path / "w.safetensors")
-    for path in (tmp_path / "w.pth", tmp_path / "w.safetensors"):
-        faults = []
-        for _ in range(3):
-            gc.collect()
-            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-            got = lf.load(path)
-            faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-            assert float(got["w"].sum()) == n // 4
-            del got
-        assert min(faults[1:]) < (n // 4096) // 4, f"{path.name}: minor faults per load {faults}"

@@ -37,7 +37,8 @@ _LIBC = None
 if sys.platform.startswith("linux"):
     try:
         _LIBC = ctypes.CDLL(None, use_errno=True)
-        _LIBC.malloc.restype, _LIBC.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+        _LIBC.aligned_alloc.restype = ctypes.c_void_p
+        _LIBC.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
         _LIBC.free.restype, _LIBC.free.argtypes = None, [ctypes.c_void_p]
         _LIBC.madvise.restype = ctypes.c_int
         _LIBC.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -51,12 +52,12 @@ _MADV_POPULATE_WRITE = 23  # Linux 5.14+: fault a range in, writable, in one cal
 
 
 def _prepare(addr: int, n: int) -> None:
-    """Advise the pages holding ``[addr, addr + n)`` against huge pages (numpy advises *for* them on each array of
+    """Advise the pages ``[addr, addr + n)`` against huge pages (numpy advises *for* them on each array of
     4 MiB or more, and under lazyflow's malloc defaults those arrays live in the same heap: the advice stays on the
     range after numpy frees it), then fault them in at once when the middle one is not resident yet (fresh memory: one
     call instead of a fault per page); memory malloc hands back from an earlier load is left as it is."""
     assert _LIBC is not None
-    lo, hi = addr // _PAGE * _PAGE, -(-(addr + n) // _PAGE) * _PAGE  # advice and faults leave bytes as they are
+    lo, hi = addr, addr + n  # whole pages (see _raw)
     _LIBC.madvise(lo, hi - lo, _MADV_NOHUGEPAGE)
     vec = ctypes.c_ubyte(0)
     mid = lo + (hi - lo) // 2 // _PAGE * _PAGE  # the ends' pages may be shared with neighbouring blocks
@@ -78,13 +79,14 @@ def _raw(n: int) -> np.ndarray:
     viewing it goes. Its pages are advised against huge pages (see :func:`_prepare`)."""
     if n < _HUGE or _LIBC is None:
         return np.empty(n, np.uint8)
-    addr = _LIBC.malloc(n)
+    size = -(-n // _PAGE) * _PAGE  # whole pages of its own: no neighbour's huge-page advice covers a shared page
+    addr = _LIBC.aligned_alloc(_PAGE, size)
     if not addr:
         raise MemoryError(f"cannot allocate {n} bytes for a load buffer")
-    holder = (ctypes.c_ubyte * n).from_address(addr)
+    holder = (ctypes.c_ubyte * size).from_address(addr)
     weakref.finalize(holder, _LIBC.free, addr)
-    _prepare(addr, n)
-    return np.frombuffer(memoryview(holder).cast("B"), np.uint8)
+    _prepare(addr, size)
+    return np.frombuffer(memoryview(holder).cast("B"), np.uint8)[:n]
 
 
 def aligned(n: int, phase: int = 0) -> np.ndarray:
@@ -136,8 +138,8 @@ def read_range(fd: int, start: int, n: int, where: str) -> np.ndarray:
 
 
 def _huge(n: int) -> np.ndarray:
-    """``n`` bytes, page-aligned when ``n`` is at least 2 MiB (see :func:`_raw`), else at a 64-byte boundary."""
-    return aligned(n) if n < _HUGE else _raw(n)
+    """``n`` bytes at a 64-byte boundary (from 2 MiB on, malloc'd pages without huge-page advice: :func:`_raw`)."""
+    return aligned(n)
 
 
 def _buffers(sizes: list[int]) -> list[np.ndarray]:
