@@ -53,10 +53,7 @@ def patches(x, kernel, stride, padding: Sequence[tuple[int, int]], dilation):
 
 # per-sample products (N x O/g x C/g per kernel offset) are kept only while this small; past it the O x C output
 # is large enough for the GEMM to split across threads itself, so one dot contracts over N and positions at once
-# (batch 256, 512 channels would otherwise hold 9 x 256 MB of per-sample products). Per-sample dots are also used
-# only for few input channels (< 16) or many positions per sample (>= 2048); otherwise one dot per offset was as
-# fast or faster (session 8, standalone dw CPU ms per-sample vs one dot: 128@28 batch 2 17 vs 11, 256@14 27 vs 11;
-# the RGB stem at 224 20 vs 49)
+# (batch 256, 512 channels would otherwise hold 9 x 256 MB of per-sample products)
 _PER_SAMPLE_MAX = 1 << 20
 
 
@@ -67,7 +64,7 @@ def dw_shift(x, dy, w_shape, *, stride, padding, dilation, groups):
     p = math.prod(dy.shape[2:])
     d = dy.reshape(n, g, o // g, p)
     slices, _ = _offset_slices(x, w_shape[2:], stride, padding, dilation)
-    per_sample = n * (o // g) * (c // g) <= _PER_SAMPLE_MAX and (c // g < 16 or p >= 2048)
+    per_sample = n * (o // g) * (c // g) <= _PER_SAMPLE_MAX
     spec = "ngop,ngip->ngoi" if per_sample else "ngop,ngip->goi"
     dw = jnp.stack([jnp.einsum(spec, d, s.reshape(n, g, c // g, p)) for s in slices], axis=-1)
     if per_sample:
@@ -82,19 +79,13 @@ def dw_formulation(x_shape, w_shape, stride, padding: Sequence[tuple[int, int]],
     """How the weight gradient of an ``xla``-lowered convolution is computed: ``"shift"`` or ``"xla"`` (XLA's
     backprop-filter convolution), from interleaved A/B rounds on 2 shared CPU cores (BENCHMARKS.md, session 6).
 
-    ``shift`` (ungrouped only) when the input has at least 16 channels and the output at least 16384 positions
-    over the batch (N * out_h * out_w) or at least 784 (28x28) per sample, or, with fewer channels, at least
-    4096 positions per sample. XLA's filter convolution (now run by YNNPACK) is slowest there: the small CNN's
-    3x3 32->64 at 32x32, batch 32 (session 6: its whole Graph step took 0.53x the time); at batch 2 and 224x224
-    (session 8, standalone dw, CPU ms xla -> shift): 64@56 20 -> 13, 128@28 14 -> 11, the 7x7 RGB stem 29 -> 20;
-    the ResNet-18@224 Graph step's CPU time 0.87x. ``xla`` everywhere else: at 256@14 batch 2, 64@16 batch 8 and
-    the stem at 64x64 batch 8 the two were within noise or XLA won.
+    ``shift`` when the output has at least 16384 positions over the batch (N * out_h * out_w) and the input at
+    least 16 channels per group: XLA's single-threaded filter convolution is slowest there (the small CNN's 3x3
+    32->64 at 32x32, batch 32: its whole Graph step took 0.53x the time). ``xla`` everywhere else: ResNet's
+    64@56 at batch 2 (6272 positions), the 3-channel stems and the im2col form of dw did not win consistently.
     """
     kernel = w_shape[2:]
     out = [conv_out_size(x_shape[2 + i], kernel[i], stride[i], *padding[i], dilation[i]) for i in range(len(kernel))]
-    p = math.prod(out)
-    if groups == 1 and w_shape[1] >= 16 and (x_shape[0] * p >= 16384 or p >= 784):
-        return "shift"
-    if groups == 1 and p >= 4096:
+    if groups == 1 and w_shape[1] >= 16 and x_shape[0] * math.prod(out) >= 16384:
         return "shift"
     return "xla"
