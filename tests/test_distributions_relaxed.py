@@ -11,16 +11,7 @@ from torch.distributions import transforms as TT
 import lazyflow as lf
 import lazyflow.distributions as D
 
-
-@pytest.fixture(autouse=True)
-def _torch_validates_distributions():
-    """torch's reference validates its arguments (its default), whatever ran earlier in this process: the first
-    torch.compile anywhere in the test session switches torch.distributions' validation off for good (torch's
-    dynamo does so when it installs itself), and these tests compare lazyflow's errors with torch's."""
-    before = torch.distributions.Distribution._validate_args
-    torch.distributions.Distribution.set_default_validate_args(True)
-    yield
-    torch.distributions.Distribution.set_default_validate_args(before)
+pytestmark = pytest.mark.usefixtures("torch_validates_distributions")  # tests/conftest.py
 
 
 RNG = np.random.default_rng(3)
