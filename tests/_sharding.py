@@ -1,24 +1,28 @@
-"""The suite on every core: a plain ``pytest`` run splits its test files between itself and one worker process.
+"""The suite on every core: a plain ``pytest`` run shares its test files with one worker process.
 
-Most of the suite's time is XLA compiling small programs, one core at a time (a cold run: ~60% of it). So the
-session that ``pytest`` starts (the main one) keeps about half of the collected files and starts a worker, a second
-``pytest`` with the same arguments, on the other half; both run at once. Files are split whole (module fixtures run
-once) and balanced by the per-file times in ``tests/durations.json`` (a file not listed counts as ``_DEFAULT_S``).
+Most of the suite's time is XLA compiling small programs, one core at a time. So the session that ``pytest``
+starts (the main one) starts a worker, a second ``pytest`` with the same arguments, and both collect the same tests
+and run them file by file: before running a file, a session claims it (an exclusive create in a directory both
+share), so each file runs once, whole (module fixtures set up once), in whichever session is free first. Files are
+offered longest first by the per-file times in ``tests/durations.json`` (a file not listed counts as
+``_DEFAULT_S``); the table only orders the work, a stale one costs a little balance, never a test.
 
 Files in ``SERIAL`` run last in the main session, after the worker has finished: they start process worlds of their
 own (distributed launches of 2-4 ranks with their timeouts), which should not compete with a second session.
 
-The worker's output is printed at the end of the main session's summary, and the run fails when either failed.
-``LAZYFLOW_TEST_WORKERS=1`` runs everything in one session (as does a run of a single file); the worker writes no
-``.pytest_cache`` (so ``--lf`` remembers only the main session's failures). Regenerate the table from a run with
-``--durations=0``: ``python tests/_sharding.py LOG``.
+The worker's report is printed at the end of the main session's summary, and the run fails when either failed
+(``-x`` in the main session stops the worker too). ``LAZYFLOW_TEST_WORKERS=1`` runs everything in one session, as
+does a run of a single file; the worker writes no ``.pytest_cache`` (``--lf`` remembers the main session's
+failures only). Regenerate the table from a run with ``--durations=0``: ``python tests/_sharding.py LOG``.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,7 +31,7 @@ from pathlib import Path
 import pytest
 
 _HERE = Path(__file__).resolve().parent
-_ENV_FILES = "LAZYFLOW_TEST_SHARD_FILES"  # set in the worker: the file holding its test files, one per line
+_ENV_CLAIMS = "LAZYFLOW_TEST_SHARD_CLAIMS"  # set in the worker: the directory both sessions claim files in
 _DEFAULT_S = 10.0
 SERIAL = (
     "test_distributed_checkpoint.py",
@@ -59,61 +63,49 @@ def _durations() -> dict[str, float]:
         return {}
 
 
-def split(costs: dict[str, float]) -> tuple[list[str], list[str]]:
-    """Longest first, each file to the lighter side: (the main session's files, the worker's)."""
-    sides: tuple[list[str], list[str]] = ([], [])
-    load = [0.0, 0.0]
-    for f in sorted(costs, key=lambda f: (-costs[f], f)):
-        i = 0 if load[0] <= load[1] else 1
-        sides[i].append(f)
-        load[i] += costs[f]
-    return sides
+def order(files: list[str], durations: dict[str, float]) -> list[str]:
+    """The files longest first (then by name): the order both sessions offer them in."""
+    cost = {f: float(durations.get(Path(f).name, _DEFAULT_S)) for f in files}
+    return sorted(files, key=lambda f: (-cost[f], f))
 
 
-def _deselect(config, items, keep) -> None:
-    kept = [it for it in items if keep(it)]
-    dropped = [it for it in items if not keep(it)]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-    items[:] = kept
+def claim(directory: str, file: str) -> bool:
+    """True for exactly one of the sessions that ask for ``file``."""
+    name = hashlib.sha1(file.encode()).hexdigest()
+    try:
+        os.close(os.open(os.path.join(directory, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+def _groups(items) -> dict[str, list]:
+    groups: dict[str, list] = {}
+    for it in items:
+        groups.setdefault(_file_of(it), []).append(it)
+    return groups
 
 
 @pytest.hookimpl(trylast=True)  # after -k / -m have deselected
 def pytest_collection_modifyitems(session, config, items):
-    listed = os.environ.get(_ENV_FILES)
-    if listed is not None:  # the worker: only its files
-        mine = set(Path(listed).read_text().split())
-        _deselect(config, items, lambda it: _file_of(it) in mine)
+    if os.environ.get(_ENV_CLAIMS) is not None or config.option.collectonly or _workers() < 2:
         return
-    if config.option.collectonly or _workers() < 2:
+    files = list(_groups(items))
+    if len([f for f in files if Path(f).name not in SERIAL]) < 2:
         return
-    files = list(dict.fromkeys(_file_of(it) for it in items))
-    parallel = [f for f in files if Path(f).name not in SERIAL]
-    if len(parallel) < 2:
-        return
-    known = _durations()
-    costs = {f: float(known.get(Path(f).name, _DEFAULT_S)) for f in parallel}
-    mine, theirs = split(costs)
-    mine_set = set(mine)
-    their_set = set(theirs)
-    _deselect(config, items, lambda it: _file_of(it) not in their_set)
-    items.sort(key=lambda it: Path(_file_of(it)).name in SERIAL)  # stable: serial files last, order kept otherwise
-    serial_first = next((it.nodeid for it in items if _file_of(it) not in mine_set), None)
-
-    fd, listing = tempfile.mkstemp(prefix="lazyflow-shard-", suffix=".txt")
-    with os.fdopen(fd, "w") as f:
-        f.write("\n".join(theirs))
-    log = open(listing[:-4] + ".log", "w+")
+    claims = tempfile.mkdtemp(prefix="lazyflow-shard-")
+    log = open(os.path.join(claims, "worker.log"), "w+")
     args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *config.invocation_params.args]
     proc = subprocess.Popen(
         args,
         cwd=config.invocation_params.dir,
-        env={**os.environ, _ENV_FILES: listing},
+        env={**os.environ, _ENV_CLAIMS: claims},
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     atexit.register(_stop, proc)
-    _state.update(proc=proc, log=log, listing=listing, files=len(theirs), serial_first=serial_first)
+    atexit.register(shutil.rmtree, claims, True)
+    _state.update(proc=proc, log=log, claims=claims)
 
 
 def _stop(proc) -> None:
@@ -131,9 +123,43 @@ def _wait_worker() -> int | None:
     return _state["rc"]
 
 
-def pytest_runtest_setup(item):
-    if item.nodeid == _state.get("serial_first"):
-        _wait_worker()  # the serial files run alone
+def pytest_runtestloop(session):
+    """Run the files this session claims (the default loop when there is no worker)."""
+    worker = os.environ.get(_ENV_CLAIMS)
+    claims = worker or _state.get("claims")
+    if claims is None or session.config.option.collectonly:
+        return None  # pytest's own loop
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        return None  # pytest's own loop reports the collection errors
+    groups = _groups(session.items)
+    offered = order([f for f in groups if Path(f).name not in SERIAL], _durations())
+    serial = [] if worker else [f for f in groups if Path(f).name in SERIAL]
+
+    def claimed():
+        for f in offered:
+            if claim(claims, f):
+                yield groups[f]
+        if serial:
+            _wait_worker()  # the serial files run alone
+            yield from (groups[f] for f in serial)
+
+    mine = claimed()
+    current = next(mine, None)
+    while current is not None:
+        upcoming = None
+        for i, item in enumerate(current):
+            if i + 1 < len(current):
+                nextitem = current[i + 1]
+            else:  # claim the next file before the last test here, so fixtures shared with it are kept
+                upcoming = next(mine, None)
+                nextitem = upcoming[0] if upcoming else None
+            item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+        current = upcoming
+    return True
 
 
 @pytest.hookimpl(tryfirst=True)  # before the terminal reporter prints the summary
@@ -141,8 +167,8 @@ def pytest_sessionfinish(session, exitstatus):
     proc = _state.get("proc")
     if proc is None:
         return
-    if exitstatus == pytest.ExitCode.INTERRUPTED:
-        _stop(proc)
+    if session.shouldfail or exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        _stop(proc)  # interrupted, or -x / --maxfail stopped this session
     rc = _wait_worker()
     if rc not in (0, pytest.ExitCode.NO_TESTS_COLLECTED) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -155,14 +181,8 @@ def pytest_terminal_summary(terminalreporter):
     log.seek(0)
     out = log.read()
     log.close()
-    for p in (_state["listing"], log.name):
-        try:
-            os.unlink(p)
-        except OSError:
-            pass
-    tr = terminalreporter
-    tr.section(f"worker session ({_state['files']} files, exit code {_state.get('rc')})", sep="=")
-    tr.write(out if out.endswith("\n") else out + "\n")
+    terminalreporter.section(f"worker session (exit code {_state.get('rc')})", sep="=")
+    terminalreporter.write(out if out.endswith("\n") else out + "\n")
 
 
 def _from_log(path: str) -> dict[str, float]:

@@ -4,7 +4,7 @@
   ``~/.cache/lazyflow-tests``; bounded like any lazyflow cache), not the user's ``~/.cache/lazyflow``: tests never
   fill or read a user's cache, and a second run compiles only what changed (a cold run spends ~60% of its time in
   XLA's compiler). ``LAZYFLOW_COMPILE_CACHE_DIR`` set by the caller wins.
-* A plain ``pytest`` runs on two cores: ``tests/_sharding.py`` hands half the test files to a worker session.
+* A plain ``pytest`` runs on two cores: ``tests/_sharding.py`` shares the test files with a worker session.
 * The on-disk eager kernel store (``lazyflow/eager/kernel_store.py``) is off (``LAZYFLOW_KERNEL_CACHE=0``): many
   tests count how often a rule is traced, and a kernel an earlier test stored is loaded without tracing. The store's
   own tests (tests/test_kernel_store.py) switch it on, in subprocesses and in process.
@@ -15,7 +15,7 @@ import os
 import pytest
 from _sharding import (  # noqa: F401 -- pytest finds these hooks by name in this module
     pytest_collection_modifyitems,
-    pytest_runtest_setup,
+    pytest_runtestloop,
     pytest_sessionfinish,
     pytest_terminal_summary,
 )
