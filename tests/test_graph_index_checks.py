@@ -7,6 +7,7 @@ and training steps for the good ones.
 """
 
 import os
+import time
 import subprocess
 import sys
 
@@ -465,3 +466,42 @@ def test_a_graph_step_whose_checked_index_is_state_reads_it_from_the_state():
         m.rows.copy_(lf.tensor([2, 1]))
     np.testing.assert_allclose(step(lf.tensor(x)).item(), torch_step([2, 1]), rtol=1e-5)
     np.testing.assert_allclose(_np(m.lin.weight), tlin.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_first_graph_step_compiles_its_checks_and_its_step_at_once_and_the_next_call_compiles_nothing():
+    # the first call's two programs (the checks, the step) compile in two threads at once: the first call waits for
+    # the longer compile, not the sum; the calls that follow find both programs compiled
+    import threading
+
+    import jax.monitoring
+
+    compiles = []  # (thread name, start, end) of each XLA compile
+
+    def listen(event, duration, **_):
+        if event == "/jax/core/compile/backend_compile_duration":
+            end = time.monotonic()
+            compiles.append((threading.current_thread().name, end - duration, end))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        m, opt, sched, tm, topt, tsched = _twins()
+        step = _TrainStep(m, opt, sched)
+        ok = dict(t=T_OK, y=Y_OK, sel=SEL_OK)
+        args = (lf.tensor(T_OK), lf.tensor(Y_OK), lf.tensor(SEL_OK))
+        lf.config.set_compile_cache(False)  # a cache hit from an earlier run would skip the compiles
+        try:
+            compiles.clear()
+            np.testing.assert_allclose(step(*args).item(), _torch_step(tm, topt, tsched, **ok), rtol=1e-5)
+            first = list(compiles)
+            compiles.clear()
+            np.testing.assert_allclose(step(*args).item(), _torch_step(tm, topt, tsched, **ok), rtol=1e-5)
+        finally:
+            lf.config.set_compile_cache(True)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    threads = {name for name, *_ in first}
+    assert "lazyflow-check-compile" in threads and threading.main_thread().name in threads, first
+    (check,) = [c for c in first if c[0] == "lazyflow-check-compile"]
+    main = [c for c in first if c[0] != "lazyflow-check-compile"]
+    assert any(s < check[2] and check[1] < e for _, s, e in main), first  # they overlapped in time
+    assert compiles == []  # the second call compiled nothing

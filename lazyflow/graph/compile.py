@@ -30,6 +30,7 @@ What a subclass adds (``lf.nn.Graph``: backward and the optimizers' ``functional
 from __future__ import annotations
 
 import operator
+import threading
 import time
 import warnings
 from collections import OrderedDict, namedtuple
@@ -684,6 +685,9 @@ class CompiledFunction:
                 traced = v.kernel.trace(*call_args)  # the trace says whether the program checks values
                 if v.info["messages"] and not v.info["folded"]:
                     v.check = _check_program(traced.jaxpr)
+                    flat = carried + rest + donated + k_leaves + arg_vals + [seed, offset]
+                    _compile_both(traced, v.check[0], [flat[i] for i in v.check[1]])
+                    del flat
                 del traced
             if v.check is not None:
                 # a program that donates: a program of the checks alone (XLA drops the rest, and the call passes
@@ -761,6 +765,28 @@ class CompiledFunction:
         print(f"[{self._where}] traced program:\n{traced.jaxpr}")
         if self._debug >= 3:
             print(f"[{self._where}] optimized HLO:\n{traced.lower().compile().as_text()}")
+
+
+def _compile_both(traced, check_run, check_args) -> None:
+    """Compile a first call's two programs at once: the checks in a thread while this thread compiles the step
+    (XLA compiles without holding the GIL), so the first call waits for the longer one, not the sum. Both land in
+    the programs' own jit caches, where the calls that follow find them. Best effort: a failure here is left to the
+    calls that follow, which compile again and raise as they always do."""
+
+    def checks():
+        try:
+            check_run.lower(*check_args).compile()
+        except Exception:  # the real call below recompiles and raises
+            pass
+
+    worker = threading.Thread(target=checks, name="lazyflow-check-compile", daemon=True)
+    worker.start()
+    try:
+        traced.lower().compile()
+    except Exception:  # the real call recompiles and raises
+        pass
+    finally:
+        worker.join()
 
 
 def _check_program(closed_jaxpr):
