@@ -10,7 +10,7 @@ and ``sum(dim=0)`` on a float32 tensor of shape ``(k // 100 + 1, k % 100 + 1)``,
 shapes, each one cache miss. Every 1000 misses it records RSS, the cache's estimated bytes, entries, evictions and
 the executables the XLA client still holds. The result: the largest RSS growth over the baseline against the byte
 budget, and the growth per 1000 misses before evictions begin and after (flat when evicted kernels are freed).
-``--quick``: 200 misses under a 32 MiB budget, a point every 25. The full run is 10,000 XLA compiles: ~12 min of CPU,
+``--quick``: 100 misses under a 32 MiB budget, a point every 25. The full run is 10,000 XLA compiles: ~12 min of CPU,
 ~30 min on a loaded 2-core box.
 """
 
@@ -75,12 +75,12 @@ def _slope(points: list[dict], every: int) -> float | None:
 
 
 def run(quick: bool = False) -> list[dict]:
-    """Run the child at the defaults (``--quick``: a 32 MiB budget, 200 misses) and summarize its RSS curve.
+    """Run the child at the defaults (``--quick``: a 32 MiB budget, 100 misses) and summarize its RSS curve.
 
     Returns:
         one row in the runner's form (no time ratio: the note carries the numbers; ``curve`` the points).
     """
-    misses, every = (200, 25) if quick else (10_000, 1000)
+    misses, every = (100, 25) if quick else (10_000, 1000)
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAZYFLOW_EAGER_CACHE_")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
     env["JAX_PLATFORMS"] = env.get("JAX_PLATFORMS", "cpu")

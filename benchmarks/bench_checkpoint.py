@@ -197,12 +197,12 @@ CASES = ("resnet50_sgd", "small_1000", "big_400mb")  # async_save is measured wi
 
 def run(quick: bool = False, only: list[str] | None = None) -> dict:
     """Run the cases (``only``: a subset of :data:`CASES`); returns medians (seconds), bandwidths (bytes/s)
-    and ratios. ``quick``: 2 repeats and a 100 MB big tensor (a smoke run, not a measurement)."""
+    and ratios. ``quick``: 1 repeat and a 32 MB big tensor (a smoke run, not a measurement)."""
     unknown = set(only or ()) - set(CASES)
     if unknown:
         raise ValueError(f"unknown checkpoint benchmark cases {sorted(unknown)}; expected some of {CASES}")
     wanted = set(only or CASES)
-    repeat = 2 if quick else 7
+    repeat = 1 if quick else 7
     root = tempfile.mkdtemp(prefix="lf_bench_ckpt_")
     res: dict = {}
     try:
@@ -211,7 +211,7 @@ def run(quick: bool = False, only: list[str] | None = None) -> dict:
         if "small_1000" in wanted:
             res["small_1000"] = _case_small(root, repeat)
         if "big_400mb" in wanted:
-            res["big_400mb"] = _case_big(root, repeat, (100 if quick else 400) << 20)
+            res["big_400mb"] = _case_big(root, repeat, (32 if quick else 400) << 20)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return res
@@ -270,7 +270,7 @@ def report(res: dict) -> str:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
-    p.add_argument("--quick", action="store_true", help="fewer repeats, a 100 MB big tensor")
+    p.add_argument("--quick", action="store_true", help="one repeat, a 32 MB big tensor")
     p.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(CASES)}")
     a = p.parse_args()
     print(report(run(quick=a.quick, only=a.only.split(",") if a.only else None)))
