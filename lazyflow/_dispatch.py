@@ -86,26 +86,33 @@ def record(entry, args, res, multi):
     modification (the snapshot holds the buffer, so that update copies instead of donating it).
     """
     diff = entry.diff
-    if not diff or not builtins.any(args[i]._rg for i in diff):
+    for i in diff:
+        if args[i]._rg:
+            break
+    else:  # no operand requires grad (also when diff is empty)
         return
     outs = res if multi else (res,)
-    edge = [isinstance(a, Tensor) and a._rg and i in diff for i, a in enumerate(args)]
-    inputs = tuple(a if (e or not isinstance(a, Tensor)) else _make(a._value, a._meta) for a, e in zip(args, edge))
     lin = entry.op.linear if hasattr(entry, "op") else False
-    if not lin:
-        check = edge
-    elif lin == "multi":  # an operand's value matters only to the gradients of the other operands
-        n_edges = builtins.sum(edge)
-        check = [e and n_edges > 1 for e in edge]
-    else:
-        check = [False] * len(edge)
-    node = Node(
-        entry,
-        inputs,
-        tuple(a._version if c else None for a, c in zip(args, check)),
-        len(outs),
-        tuple(i for i, e in enumerate(edge) if e),
-    )
+    # one pass over the operands (this runs once per recorded op): the operands kept as graph edges, the rest
+    # snapshotted; the version counters checked at backward time (an operand's value matters to the backward unless
+    # the op is linear in it -- "multi": linear in each, so only with another edge beside it)
+    inputs = []
+    positions = []
+    versions = []
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            if a._rg and i in diff:
+                inputs.append(a)
+                positions.append(i)
+                versions.append(a._version)
+                continue
+            inputs.append(_make(a._value, a._meta))
+        else:
+            inputs.append(a)
+        versions.append(None)
+    if lin and not (lin == "multi" and len(positions) > 1):
+        versions = (None,) * len(args)
+    node = Node(entry, tuple(inputs), tuple(versions), len(outs), tuple(positions))
     for i, t in enumerate(outs):
         if t._meta[1].is_inexact:
             t._rg = True

@@ -608,7 +608,7 @@ case(
     lambda x, w, b: NF.linear(x, w, b),
     lambda xp, x, w, b: x @ w.T + b,
     inputs=(A(3, 4), A(5, 4), A(5)),
-    variants=((A(2, 3, 4), A(5, 4), A(5)),),
+    variants=((A(2, 3, 4), A(5, 4), A(5)), (A(1, 4), A(5, 4), A(5)), (A(4), A(5, 4), A(5))),
     dtypes=(F32, F64),
     atol=1e-5,
 )

@@ -75,6 +75,13 @@ def _torch_convention(gs):
     ``z.grad`` is ``2z``, ``jax.grad`` gives ``2 conj(z)``); the backward functions are JAX's. ``conj`` maps one
     convention onto the other both ways (it is its own inverse), so it is applied to the cotangents going into a
     backward function and to the gradients coming out; real gradients pass unchanged."""
+    for g in gs:  # the common case, real array gradients, decided inline (this runs twice per node)
+        if g is not None:
+            dt = getattr(g, "dtype", None)
+            if dt is None or dt.kind == "c":
+                break
+    else:
+        return gs
     if not any(map(_complex, gs)):
         return gs
     return type(gs)(jnp.conj(g) if _complex(g) else g for g in gs)

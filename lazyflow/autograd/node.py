@@ -40,7 +40,11 @@ class Node:
         self.seq = next(_seq)  # recording order
         self.hooks = None  # {output index: [hook]}: Tensor.register_hook on a non-leaf output
         self.site = user_frame() if _anomaly[0] else None
-        self.edges = tuple((a._node, a._oidx) if getattr(a, "_node", None) is not None else None for a in inputs)
+        edges = []
+        for a in inputs:  # a loop, not a generator: this runs once per recorded op
+            n = getattr(a, "_node", None)
+            edges.append(None if n is None else (n, a._oidx))
+        self.edges = tuple(edges)
 
     def name(self) -> str:
         custom = getattr(self.entry, "node_name", None)

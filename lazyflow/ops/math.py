@@ -420,7 +420,9 @@ def _einsum(*xs, equation):
 
 @op("linear", linear="multi", dtypes=_same_dtype("linear"))
 def _linear(x, w, b):
-    y = jnp.matmul(x, w.T)
+    # contract x's last dim with w's dim 1 directly: ``matmul(x, w.T)`` lowers to a copy of the transposed weight
+    # before the dot when x is one row (XLA CPU; 784x256 at batch 1: 181 us, where this takes 33 us)
+    y = lax.dot_general(x, w, (((x.ndim - 1,), (1,)), ((), ())))
     return y if b is None else y + b
 
 
