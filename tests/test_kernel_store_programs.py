@@ -184,3 +184,21 @@ def test_a_loaded_program_refuses_other_arguments_and_the_jitted_one_takes_over(
     np.testing.assert_array_equal(prog.call("sig", b, b), np.arange(4.0) ** 2)
     assert prog.variants["sig"] is prog.jitted
     assert ks.Program(lambda u: u, None).call("s", a) is not None and not ks.program_key("x", (object(),), ())
+
+
+def test_a_new_argument_structure_on_the_same_optimizer_gets_the_right_step(store):
+    """A flag changed between steps (another static structure): the executable loaded for the first structure
+    refuses the call, the jitted step computes it -- torch's numbers either way."""
+    p = lf.nn.Parameter(lf.tensor(P0))
+    opt = lf.optim.SGD([p], lr=0.5, momentum=0.9)
+    tp = torch.tensor(P0, requires_grad=True)
+    topt = torch.optim.SGD([tp], lr=0.5, momentum=0.9)
+    for nesterov in (False, True, True):
+        opt.param_groups[0]["nesterov"] = topt.param_groups[0]["nesterov"] = nesterov
+        p.grad = lf.tensor(G)
+        tp.grad = torch.tensor(G)
+        opt.step()
+        topt.step()
+        np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-6)
+    prog = optimizer_mod._programs[(lf.optim.SGD, True)]
+    assert len(_entries(store)) == 1 and prog.variants[id(opt)] is prog.jitted  # stored, then taken over

@@ -16,6 +16,11 @@ counters, off with the cache (``LAZYFLOW_COMPILE_CACHE=0``). ``LAZYFLOW_KERNEL_C
 only name the JAX classes an executable is made of (anything else is refused); the loaded executable's argument
 types must equal the call's; any failure removes the entry and recompiles -- never an error, never another kernel.
 Ops outside the op table, or static attributes without a stable text form, are not stored here.
+
+The eager path's programs outside the op table (an optimizer's fused step, gradient accumulation) use the same
+entries through :class:`Program`: keyed by a name the caller gives (the function and what it closes over), the
+argument pytree's structure and every leaf's type, plus the same source/settings context; loaded by the same
+restricted loader with the same checks.
 """
 
 from __future__ import annotations

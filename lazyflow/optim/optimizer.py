@@ -423,9 +423,8 @@ class Optimizer:
         fn = _program(type(self), donate)
         _owner.opt = self
         try:
-            if donate:  # the instance and the argument structure select the loaded executable
-                sig = (id(self), jax.tree_util.tree_structure((params, grads, states, hyper)))
-                new_params, new_states = fn.call(sig, params, grads, states, hyper)
+            if donate:  # the executable loaded for this instance; another structure: the jitted step takes over
+                new_params, new_states = fn.call(id(self), params, grads, states, hyper)
             else:
                 new_params, new_states = fn(params, grads, states, hyper)
         finally:
