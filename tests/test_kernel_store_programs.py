@@ -202,3 +202,11 @@ def test_a_new_argument_structure_on_the_same_optimizer_gets_the_right_step(stor
         np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-6)
     prog = optimizer_mod._programs[(lf.optim.SGD, True)]
     assert len(_entries(store)) == 1 and prog.variants[id(opt)] is prog.jitted  # stored, then taken over
+
+
+def test_signatures_beyond_the_bound_run_the_jitted_function(store, monkeypatch):
+    monkeypatch.setattr(ks, "_MAX_VARIANTS", 1)
+    prog = ks.Program(lambda u: u + 1, "test:inc")
+    np.testing.assert_array_equal(prog.call("a", jax.numpy.zeros(2)), np.ones(2))
+    np.testing.assert_array_equal(prog.call("b", jax.numpy.zeros(3)), np.ones(3))
+    assert list(prog.variants) == ["a"] and len(_entries(store)) == 1

@@ -349,7 +349,9 @@ class bypass:
         _cc._bypass.on = False
 
 
-_MAX_VARIANTS = 64  # loaded executables a Program keeps (one per argument signature), oldest dropped first
+_MAX_VARIANTS = (
+    64  # signatures a Program keeps an executable for; more are left to jax.jit (never evicted: no reload churn)
+)
 
 
 class Program:
@@ -358,6 +360,7 @@ class Program:
     JAX's cache. ``ident`` (None: not stored) names the function and everything it closes over that changes the
     program (see :func:`program_key`).
 
+    At most ``_MAX_VARIANTS`` signatures get an executable of their own; further ones run the jitted function.
     ``call(sig, *args)``: ``sig`` is the caller's cheap, hashable summary of the arguments (same ``sig``, same
     structure as far as the caller knows); a loaded executable refuses arguments of another type before anything
     runs (``TypeError``), and then the jitted function takes over for that ``sig``.
@@ -372,6 +375,8 @@ class Program:
     def call(self, sig, *args):
         fn = self.variants.get(sig)
         if fn is None:
+            if len(self.variants) >= _MAX_VARIANTS:  # full: further signatures go through jax.jit's own caches
+                return self.jitted(*args)
             return self._first(sig, args)
         try:
             return fn(*args)
@@ -398,6 +403,4 @@ class Program:
         return out
 
     def _keep(self, sig, fn) -> None:
-        if len(self.variants) >= _MAX_VARIANTS:
-            del self.variants[next(iter(self.variants))]
         self.variants[sig] = fn
