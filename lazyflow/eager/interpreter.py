@@ -16,6 +16,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.core import Tracer
 
 from .._core.context import state
 from .._core.errors import OutOfMemoryError
@@ -359,16 +360,22 @@ def apply_inplace(op, target, args, statics=()):
     return commit_inplace(target, out, meta, entry, args, record_grad)
 
 
-@jax.jit
-def _add(a, b):
+def _sum(a, b):
     return a + b
 
 
+_add = _kstore.Program(_sum, "eager.accumulate:a+b")
+_Array, _Tracer = jax.Array, Tracer
+
+
 def accumulate(a, b):
-    """Sum two gradient values (arrays, or Tensors under create_graph)."""
+    """Sum two gradient values (arrays, or Tensors under create_graph); the program is kept in the kernel store."""
     if isinstance(a, Tensor):
         return a + b
-    return _add(a, b)
+    if isinstance(a, _Array) and isinstance(b, _Array) and not isinstance(a, _Tracer) and not isinstance(b, _Tracer):
+        sig = (a.shape, a.dtype, a.weak_type, a.sharding, b.shape, b.dtype, b.weak_type, b.sharding)
+        return _add.call(sig, a, b)
+    return _add.jitted(a, b)
 
 
 class EagerInterpreter:

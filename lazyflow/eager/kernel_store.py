@@ -16,6 +16,11 @@ counters, off with the cache (``LAZYFLOW_COMPILE_CACHE=0``). ``LAZYFLOW_KERNEL_C
 only name the JAX classes an executable is made of (anything else is refused); the loaded executable's argument
 types must equal the call's; any failure removes the entry and recompiles -- never an error, never another kernel.
 Ops outside the op table, or static attributes without a stable text form, are not stored here.
+
+The eager path's programs outside the op table (an optimizer's fused step, gradient accumulation) use the same
+entries through :class:`Program`: keyed by a name the caller gives (the function and what it closes over), the
+argument pytree's structure and every leaf's type, plus the same source/settings context; loaded by the same
+restricted loader with the same checks.
 """
 
 from __future__ import annotations
@@ -180,8 +185,8 @@ def _stable(x) -> str:
 def _aval(v) -> str:
     if type(v) in _PLAIN:
         return f"py:{type(v).__name__}"
-    sharding = v.sharding
-    if not isinstance(sharding, jax.sharding.SingleDeviceSharding):
+    sharding = getattr(v, "sharding", None)
+    if not isinstance(sharding, jax.sharding.SingleDeviceSharding):  # several devices, or not an array
         raise _Unstable
     return f"{v.dtype.str}{tuple(v.shape)}w{int(v.weak_type)}@{sharding!r}"
 
@@ -190,30 +195,70 @@ def _setting(name: str):
     return getattr(jax.config, name, None)  # None: a setting this JAX does not have
 
 
+def _context() -> list[str]:
+    """What every stored program also depends on: lazyflow's source, the default dtype, JAX's tracing settings and
+    lazyflow's own environment settings."""
+    return [
+        source_hash(),
+        repr(_D.get_default_dtype()),
+        *(f"{n}={_setting(n)!r}" for n in _JAX_SETTINGS),
+        *sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("LAZYFLOW_") and k not in _ENV_IGNORED),
+    ]
+
+
+def _on() -> bool:
+    # JAX's cache switched off: so is this one
+    return ENABLED and _cc.active_store() is not None and bool(_setting("jax_enable_compilation_cache"))
+
+
+def _name(parts: list[str]) -> str:
+    return "k-" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+
+
 def key(op, statics, descs, vals, donate: bool, kind: str) -> str | None:
     """The entry name of this kernel, or None when it is not stored (cache off, an op outside the table, statics
     without a stable text form, operands not on one device)."""
-    if not ENABLED or _cc.active_store() is None or REGISTRY.get(op.name) is not op:
-        return None
-    if not _setting("jax_enable_compilation_cache"):  # JAX's cache switched off: so is this one
+    if not _on() or REGISTRY.get(op.name) is not op:
         return None
     try:
         parts = [
             f"lazyflow-kernel/{_FORMAT}",
-            source_hash(),
             op.name,
             kind,
             f"donate={donate}",
             _stable(tuple(statics)),
             _stable(tuple(d[:2] if type(d) is tuple else d for d in descs)),
             ";".join(_aval(v) for v in vals),
-            repr(_D.get_default_dtype()),
-            *(f"{n}={_setting(n)!r}" for n in _JAX_SETTINGS),
-            *sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith("LAZYFLOW_") and k not in _ENV_IGNORED),
+            *_context(),
         ]
     except _Unstable:
         return None
-    return "k-" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:40]
+    return _name(parts)
+
+
+def program_key(ident: str, args: tuple, donate_argnums: tuple[int, ...]) -> str | None:
+    """The entry name of a jitted program outside the op table (the optimizer's step, gradient accumulation):
+    ``ident`` names the function and everything it closes over that changes the program; the argument pytree's
+    structure (its static parts' text included) and every leaf's type are in the key. None when not stored (cache
+    off, a structure whose text holds an address, leaves not on one device)."""
+    if not _on():
+        return None
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    text = str(tree)
+    if " at 0x" in text:  # an object's default repr: not the same in another process
+        return None
+    try:
+        parts = [
+            f"lazyflow-program/{_FORMAT}",
+            ident,
+            f"donate={tuple(donate_argnums)}",
+            text,
+            ";".join(_aval(v) for v in leaves),
+            *_context(),
+        ]
+    except _Unstable:
+        return None
+    return _name(parts)
 
 
 def _expected(v) -> tuple:
@@ -224,6 +269,22 @@ def _expected(v) -> tuple:
 def load(name: str, vals, donate: bool):
     """``(compiled, hlo_chars)`` stored under ``name`` for operands ``vals``, or None (not there, or unusable:
     then removed and counted as corrupted)."""
+    return load_program(name, tuple(vals), (0,) if donate else ())
+
+
+def _donated_leaves(args: tuple, donate_argnums) -> set[int]:
+    out, start = set(), 0
+    for i, a in enumerate(args):
+        n = len(jax.tree_util.tree_leaves(a))
+        if i in donate_argnums:
+            out.update(range(start, start + n))
+        start += n
+    return out
+
+
+def load_program(name: str, args: tuple, donate_argnums: tuple[int, ...]):
+    """``(compiled, hlo_chars)`` stored under ``name`` for positional arguments ``args`` (pytrees) of which
+    ``donate_argnums`` are donated, or None (not there, or unusable: then removed and counted as corrupted)."""
     store = _cc.active_store()
     if store is None:
         return None
@@ -235,13 +296,14 @@ def load(name: str, vals, donate: bool):
         if fmt != _FORMAT:
             raise _Refused("format")
         unloaded, args_flat, no_kwargs = _Unpickler(io.BytesIO(exe)).load()
-        in_tree = jax.tree_util.tree_structure(((*vals,), {}))
-        leaves = jax.tree_util.tree_leaves(vals)  # None operands are no arguments
+        in_tree = jax.tree_util.tree_structure((args, {}))
+        leaves = jax.tree_util.tree_leaves(args)  # None operands are no arguments
         if len(args_flat) != len(leaves):
             raise _Refused("arity")
+        donated = _donated_leaves(args, donate_argnums)
         for info, v, i in zip(args_flat, leaves, range(len(leaves))):
             a = info._aval
-            if (tuple(a.shape), a.dtype, bool(a.weak_type)) != _expected(v) or info.donated != (donate and i == 0):
+            if (tuple(a.shape), a.dtype, bool(a.weak_type)) != _expected(v) or info.donated != (i in donated):
                 raise _Refused("argument types")
         compiled = jax.stages.Compiled(unloaded.load(), [], in_tree.unflatten(args_flat), out_tree, no_kwargs=no_kwargs)
     except Exception:  # damaged inside a valid checksum, foreign, or from a JAX that builds these differently
@@ -285,3 +347,60 @@ class bypass:
 
     def __exit__(self, *exc):
         _cc._bypass.on = False
+
+
+_MAX_VARIANTS = (
+    64  # signatures a Program keeps an executable for; more are left to jax.jit (never evicted: no reload churn)
+)
+
+
+class Program:
+    """A ``jax.jit`` function whose executables are kept in this store too, one per argument structure: a fresh
+    process with a warm cache loads the one it needs instead of tracing and lowering the function to find it in
+    JAX's cache. ``ident`` (None: not stored) names the function and everything it closes over that changes the
+    program (see :func:`program_key`).
+
+    At most ``_MAX_VARIANTS`` signatures get an executable of their own; further ones run the jitted function.
+    ``call(sig, *args)``: ``sig`` is the caller's cheap, hashable summary of the arguments (same ``sig``, same
+    structure as far as the caller knows); a loaded executable refuses arguments of another type before anything
+    runs (``TypeError``), and then the jitted function takes over for that ``sig``.
+    """
+
+    def __init__(self, fn, ident: str | None, donate_argnums: tuple[int, ...] = ()):
+        self.jitted = jax.jit(fn, donate_argnums=donate_argnums)
+        self.ident = ident
+        self.donate = donate_argnums
+        self.variants: dict = {}
+
+    def call(self, sig, *args):
+        fn = self.variants.get(sig)
+        if fn is None:
+            if len(self.variants) >= _MAX_VARIANTS:  # full: further signatures go through jax.jit's own caches
+                return self.jitted(*args)
+            return self._first(sig, args)
+        try:
+            return fn(*args)
+        except TypeError:  # the executable's argument check, raised before anything runs
+            if fn is self.jitted:
+                raise
+            self.variants[sig] = self.jitted
+            return self.jitted(*args)
+
+    def _first(self, sig, args):
+        name = None if self.ident is None else program_key(self.ident, args, self.donate)
+        if name is None:
+            self._keep(sig, self.jitted)
+            return self.jitted(*args)
+        stored = load_program(name, args, self.donate)
+        if stored is not None:
+            compiled = stored[0]
+        else:
+            with bypass():
+                compiled = self.jitted.lower(*args).compile()
+            save(name, compiled)
+        out = compiled(*args)
+        self._keep(sig, fast_call(compiled))
+        return out
+
+    def _keep(self, sig, fn) -> None:
+        self.variants[sig] = fn

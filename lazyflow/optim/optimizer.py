@@ -44,6 +44,7 @@ from .._core.placement import pid_of
 from .._core.refs import owned
 from .._tensor import Tensor, _make, _meta_of, _publish
 from ..autograd import enable_grad
+from ..eager import kernel_store as _kstore
 
 __all__ = ["Optimizer", "Hyperparameters", "required", "cache_info", "clear_cache"]
 
@@ -89,7 +90,7 @@ def clear_cache() -> None:
     _stats.traces = 0
 
 
-def _program(cls, donate: bool):
+def _program(cls, donate: bool) -> Any:
     """The jitted ``functional_update`` of ``cls`` that ``step()`` runs (parameters and state donated or not)."""
     key = (cls, donate)
     fn = _programs.get(key)
@@ -99,8 +100,24 @@ def _program(cls, donate: bool):
             _stats.traces += 1
             return _owner.opt.functional_update(params, grads, states, hyper)
 
-        fn = _programs[key] = jax.jit(run, donate_argnums=(0, 2) if donate else ())
+        if not donate:  # called inside a trace: the caller's program holds it
+            fn = _programs[key] = jax.jit(run)
+        else:
+            fn = _programs[key] = _kstore.Program(run, _store_ident(cls), (0, 2))
     return fn
+
+
+def _store_ident(cls) -> str | None:
+    """The kernel store's name for ``cls``'s step program: only lazyflow's own optimizer classes (their code is in
+    the store's source hash, and their update reads nothing from the instance); None for anything else (a user's
+    subclass: its program goes through JAX's cache)."""
+    mro = [c for c in cls.__mro__ if c is not object]
+    if not all(c.__module__.startswith("lazyflow.") for c in mro):
+        return None
+    for name in ("_update", "_update_complex", "functional_update"):
+        if not getattr(getattr(cls, name, None), "__module__", "").startswith("lazyflow."):
+            return None
+    return f"optim:{cls.__module__}.{cls.__qualname__}"
 
 
 def _check_kinds(cls, index, params, states, new_params, new_states) -> None:
@@ -406,7 +423,10 @@ class Optimizer:
         fn = _program(type(self), donate)
         _owner.opt = self
         try:
-            new_params, new_states = fn(params, grads, states, hyper)
+            if donate:  # the executable loaded for this instance; another structure: the jitted step takes over
+                new_params, new_states = fn.call(id(self), params, grads, states, hyper)
+            else:
+                new_params, new_states = fn(params, grads, states, hyper)
         finally:
             _owner.opt = None
         del params, states
