@@ -12,16 +12,14 @@ import sys
 import time
 
 import jax.numpy as jnp
-import numpy as np
 import torch
 
-import lazyflow as lf
 import lazyflow._dispatch as Dm
 import lazyflow.autograd.engine as E
 import lazyflow.autograd.node as N
 import lazyflow.eager.interpreter as I
 import lazyflow.nn.functional._linear as FL
-from benchmarks.models import build
+from benchmarks.bench_eager import mlp_steps
 from lazyflow.ops.table import REGISTRY as R
 
 
@@ -58,25 +56,7 @@ def main() -> None:
         FL._LINEAR = lin
 
     for batch in (1, 64):
-        rng = np.random.default_rng(0)
-        xs = rng.standard_normal((batch, 784)).astype(np.float32)
-        ys = rng.integers(0, 10, batch)
-        tm = build(torch.nn, "mlp")
-        topt = torch.optim.SGD(tm.parameters(), lr=0.01)
-        tx, ty = torch.from_numpy(xs), torch.from_numpy(ys)
-        lm = build(lf.nn, "mlp")
-        lopt = lf.optim.SGD(lm.parameters(), lr=0.01)
-        lx, ly = lf.tensor(xs), lf.tensor(ys)
-
-        def tstep():
-            torch.nn.functional.cross_entropy(tm(tx), ty).backward()
-            topt.step()
-            topt.zero_grad()
-
-        def lstep():
-            lf.nn.functional.cross_entropy(lm(lx), ly).backward()
-            lopt.step()
-            lopt.zero_grad()
+        lstep, tstep, lm = mlp_steps(batch)
 
         def per(f, n):
             t0 = time.perf_counter()

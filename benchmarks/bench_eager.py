@@ -76,38 +76,47 @@ def bench_setitem(quick: bool) -> dict:
     )
 
 
-def bench_mlp_step(quick: bool) -> list[dict]:
-    """Eager MLP 784-256-10 training step (forward, backward, SGD step) at batch 1 and 64, same model code."""
+def mlp_steps(batch: int):
+    """``(lazyflow step, torch step, lazyflow model)``: one eager MLP 784-256-10 SGD training step (forward, backward,
+    step, zero_grad) each, same model code and data."""
     import torch
 
     import lazyflow as lf
     from benchmarks.models import build
 
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((batch, 784)).astype(np.float32)
+    ys = rng.integers(0, 10, batch)
+    tm = build(torch.nn, "mlp")
+    topt = torch.optim.SGD(tm.parameters(), lr=0.01)
+    tx, ty = torch.from_numpy(xs), torch.from_numpy(ys)
+
+    def tstep():
+        torch.nn.functional.cross_entropy(tm(tx), ty).backward()
+        topt.step()
+        topt.zero_grad()
+
+    lm = build(lf.nn, "mlp")
+    lopt = lf.optim.SGD(lm.parameters(), lr=0.01)
+    lx, ly = lf.tensor(xs), lf.tensor(ys)
+
+    def lstep():
+        lf.nn.functional.cross_entropy(lm(lx), ly).backward()
+        lopt.step()
+        lopt.zero_grad()
+
+    return lstep, tstep, lm
+
+
+def bench_mlp_step(quick: bool) -> list[dict]:
+    """Eager MLP 784-256-10 training step (forward, backward, SGD step) at batch 1 and 64, same model code."""
+    import torch
+
     torch.set_num_threads(2)
     n, rep = (20, 3) if quick else (200, 9)
     rows = []
     for batch in (1, 64):
-        rng = np.random.default_rng(0)
-        xs = rng.standard_normal((batch, 784)).astype(np.float32)
-        ys = rng.integers(0, 10, batch)
-        tm = build(torch.nn, "mlp")
-        topt = torch.optim.SGD(tm.parameters(), lr=0.01)
-        tx, ty = torch.from_numpy(xs), torch.from_numpy(ys)
-
-        def tstep():
-            torch.nn.functional.cross_entropy(tm(tx), ty).backward()
-            topt.step()
-            topt.zero_grad()
-
-        lm = build(lf.nn, "mlp")
-        lopt = lf.optim.SGD(lm.parameters(), lr=0.01)
-        lx, ly = lf.tensor(xs), lf.tensor(ys)
-
-        def lstep():
-            lf.nn.functional.cross_entropy(lm(lx), ly).backward()
-            lopt.step()
-            lopt.zero_grad()
-
+        lstep, tstep, _ = mlp_steps(batch)
         t = interleaved(dict(lazyflow=lstep, torch=tstep), number=n, repeat=rep, warmup=5)
         rows.append(dict(batch=batch, **t))
     return rows

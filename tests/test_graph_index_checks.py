@@ -7,9 +7,9 @@ and training steps for the good ones.
 """
 
 import os
-import time
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
