@@ -87,24 +87,21 @@ def mlp_steps(batch: int):
     rng = np.random.default_rng(0)
     xs = rng.standard_normal((batch, 784)).astype(np.float32)
     ys = rng.integers(0, 10, batch)
-    tm = build(torch.nn, "mlp")
-    topt = torch.optim.SGD(tm.parameters(), lr=0.01)
-    tx, ty = torch.from_numpy(xs), torch.from_numpy(ys)
 
-    def tstep():
-        torch.nn.functional.cross_entropy(tm(tx), ty).backward()
-        topt.step()
-        topt.zero_grad()
+    def one(lib, tensor):  # the same step code for either library
+        m = build(lib.nn, "mlp")
+        opt = lib.optim.SGD(m.parameters(), lr=0.01)
+        x, y = tensor(xs), tensor(ys)
 
-    lm = build(lf.nn, "mlp")
-    lopt = lf.optim.SGD(lm.parameters(), lr=0.01)
-    lx, ly = lf.tensor(xs), lf.tensor(ys)
+        def step():
+            lib.nn.functional.cross_entropy(m(x), y).backward()
+            opt.step()
+            opt.zero_grad()
 
-    def lstep():
-        lf.nn.functional.cross_entropy(lm(lx), ly).backward()
-        lopt.step()
-        lopt.zero_grad()
+        return step, m
 
+    tstep, _ = one(torch, torch.from_numpy)
+    lstep, lm = one(lf, lf.tensor)
     return lstep, tstep, lm
 
 
