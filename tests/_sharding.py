@@ -12,8 +12,9 @@ own (distributed launches of 2-4 ranks with their timeouts), which should not co
 
 The worker's report is printed at the end of the main session's summary, and the run fails when either failed
 (``-x`` in the main session stops the worker too). ``LAZYFLOW_TEST_WORKERS=1`` runs everything in one session, as
-does a run of a single file; the worker writes no ``.pytest_cache`` (``--lf`` remembers the main session's
-failures only). Regenerate the table from a run with ``--durations=0``: ``python tests/_sharding.py LOG``.
+does a run of a single file, and ``--lf`` / ``--ff`` / ``--nf`` / ``--sw`` (they need the ``.pytest_cache`` that only
+the main session writes; without them, ``.pytest_cache`` remembers the main session's failures only).
+Regenerate the table from a run with ``--durations=0``: ``python tests/_sharding.py LOG``.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ def _groups(items) -> dict[str, list]:
 def pytest_collection_modifyitems(session, config, items):
     if os.environ.get(_ENV_CLAIMS) is not None or config.option.collectonly or _workers() < 2:
         return
+    if any(getattr(config.option, o, False) for o in ("lf", "failedfirst", "newfirst", "stepwise", "stepwise_skip")):
+        return  # these read and write the main session's .pytest_cache, which the worker does not use: one session
     files = list(_groups(items))
     if len([f for f in files if Path(f).name not in SERIAL]) < 2:
         return

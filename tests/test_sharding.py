@@ -113,3 +113,22 @@ def test_a_bad_worker_count_is_a_clear_error(tmp_path):
     proc = _run(tmp_path, LAZYFLOW_TEST_WORKERS="two")
     assert proc.returncode != 0
     assert "LAZYFLOW_TEST_WORKERS must be a whole number, got 'two'" in proc.stdout + proc.stderr
+
+
+def test_last_failed_runs_keep_one_session(tmp_path):
+    # --lf reads the .pytest_cache the worker does not use: such a run stays in one session (and does not fail)
+    names = _project(tmp_path, fail_in_worker=True)
+    env = {**os.environ, "LAZYFLOW_TEST_WORKERS": "2"}
+    for k in ("LAZYFLOW_TEST_SHARD_CLAIMS", "PYTEST_ADDOPTS"):
+        env.pop(k, None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--lf", "-o", "addopts=", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ran = _ran(tmp_path)
+    assert len({r[1] for r in ran}) == 1 and sorted(r[0] for r in ran) == sorted(names)
