@@ -1,5 +1,7 @@
 """Training-step benchmarks (issues 3 and 4): lazyflow eager and lf.nn.Graph against torch eager, torch.compile and
-a hand-written jax.jit step, on the same model code (benchmarks/models.py) and data, measured in one run.
+a hand-written jax.jit step, on the same model code (benchmarks/models.py) and data, measured in one run. The MLP's
+jax.jit step is written here (``_jax_mlp_step``, also timed for its first call); every other model's is
+benchmarks/jax_models.py (checked against torch by tests/test_bench_references.py).
 
 Run: ``python -m benchmarks.bench_graph [--quick] [--only mlp,small_cnn,...]``.
 """
@@ -184,7 +186,7 @@ def bench_case(key, quick: bool, with_torch_compile: bool) -> dict:
     elif name == "mlp":
         repeat = 15  # ~1 ms per call: more rounds cost little and steady the medians
     res = {"case": key}
-    _, _, tstep, _, _ = _torch_step(name, xs, ys, opt_name)
+    tmodel, _, tstep, _, _ = _torch_step(name, xs, ys, opt_name)
     eager, graph = _lf_steps(name, xs, ys, opt_name)
     t0 = time.perf_counter()
     graph()
@@ -197,6 +199,10 @@ def bench_case(key, quick: bool, with_torch_compile: bool) -> dict:
         res["jax_jit_compile_s"] = jcompile
         lf_fwd, jax_fwd = _mlp_forwards(xs)
         fns.update(jax_jit=jrun, lf_compile_fwd=lf_fwd, jax_jit_fwd=jax_fwd)
+    else:  # the hand-written jax.jit step of the same model (benchmarks/jax_models.py), on the torch model's weights
+        from benchmarks.jax_models import jit_step
+
+        fns["jax_jit"], res["jax_jit_aot_compile_s"] = jit_step(name, opt_name, tmodel, xs, ys)
     # every contestant in one process, in alternating rounds (benchmarks._util.interleaved): each round is preceded
     # by the contestant's own untimed calls, so torch's OpenMP threads spinning after its last op, or another
     # model's data in the caches, cost whoever runs next nothing in its timing
