@@ -511,3 +511,32 @@ def test_a_first_graph_step_compiles_its_checks_and_its_step_at_once_and_the_nex
     start, end = min(s for _, s, _ in step_work), max(e for *_, e in step_work)
     assert start < check[2] and check[1] < end, (first, step_work)
     assert compiles == []  # the second call compiled nothing
+
+
+def test_a_graph_step_leaves_the_summary_to_its_check_program(capsys):
+    # the check program computes the checks' summary before the step runs, so the step itself does not: its
+    # optimized program has the kernels and outputs of the same step compiled with the checks off (an MLP step had
+    # 7 more kernels, the summary's reductions, and one more output), and it still raises and trains as before
+    def step_program(checks: bool):
+        lf.graph.set_index_checks(checks)
+        try:
+            m, opt, sched, *_ = _twins()
+            step = _TrainStep(m, opt, sched)
+            step.debug(3)
+            loss = step(lf.tensor(T_OK), lf.tensor(Y_OK), lf.tensor(SEL_OK))
+        finally:
+            lf.graph.set_index_checks(True)
+        hlo = capsys.readouterr().out.split("optimized HLO:")[1]
+        entry = hlo[hlo.index("\nENTRY") :]
+        root = next(line for line in entry.splitlines() if "ROOT" in line)
+        kernels = sum(entry.count(k) for k in (" fusion(", " dot(", " convolution(", " custom-call("))
+        return step, loss, kernels, root.split(" tuple(")[0].split("=", 1)[1]
+
+    step_on, loss_on, kernels_on, outputs_on = step_program(True)
+    _, loss_off, kernels_off, outputs_off = step_program(False)
+    (v,) = _variants(step_on._program)
+    assert v.check is not None  # the checks run, in their own program
+    assert (kernels_on, outputs_on) == (kernels_off, outputs_off)
+    np.testing.assert_allclose(_np(loss_on), _np(loss_off), rtol=1e-6)
+    with pytest.raises(lf.IndexOutOfRangeError):  # the stored step still refuses a bad target before donating
+        step_on(lf.tensor(T_OK), lf.tensor(np.array([0, 4, 5, 1, 3, 3])), lf.tensor(SEL_OK))
