@@ -76,6 +76,7 @@ LAYERS = {
     "lazyflow.graph.functionalize": 3,
     "lazyflow.graph.dynamic": 3,
     "lazyflow.graph.compile": 3,
+    "lazyflow.graph.host_eval": 3,
     "lazyflow.graph.mesh_config": 3,
     "lazyflow.distributed": 3,
     "lazyflow.distributed.run": 3,

@@ -55,6 +55,7 @@ from ..distributed.program import SpmdProgram
 from ..distributed.traced import NeedsSpmd, spmd_summary
 from .dynamic import NotRowLocal, bucket, cut_rows, pad_rows, probe_sizes, prune, row_axes
 from .functionalize import rng_inputs, trace_pure, wrap_args
+from .host_eval import HostCheck, host_checker
 from .mesh_config import MeshConfig
 
 __all__ = ["CompileInfo", "CompiledFunction"]
@@ -681,6 +682,7 @@ class CompiledFunction:
             del d_leaves
             call_args = (carried, rest, donated, k_leaves, arg_vals, seed, offset)
             spmd = isinstance(v.kernel, SpmdProgram)
+            later = None
             if first and v.check is None and not spmd:
                 traced = v.kernel.trace(*call_args)  # the trace says whether the program checks values
                 if v.info["messages"] and not v.info["folded"]:
@@ -690,7 +692,10 @@ class CompiledFunction:
                         v.kernel = step
                         traced = step.trace(*call_args)
                     flat = carried + rest + donated + k_leaves + arg_vals + [seed, offset]
-                    _compile_both(traced, v.check[0], [flat[i] for i in v.check[1]])
+                    if isinstance(v.check[0], HostCheck):  # checked with numpy now: the step compiles alone
+                        later = v.check[0].signature([flat[i] for i in v.check[1]])
+                    else:
+                        _compile_both(traced, v.check[0], [flat[i] for i in v.check[1]])
                     del flat
                 del traced
             if v.check is not None:
@@ -710,6 +715,8 @@ class CompiledFunction:
             if first and self._debug >= 2:
                 self._print_program(v.kernel, call_args)
             new, aux_out, rest_new, outs, summary = v.kernel(*call_args)
+            if later is not None:  # the step has compiled: the check program's turn, in the background
+                v.check[0].compile_in_background(later)
             if v.check is not None:
                 summary = None  # read above
             del call_args
@@ -775,7 +782,9 @@ def _compile_both(traced, check_run, check_args) -> None:
     """Compile a first call's two programs at once: the checks in a thread while this thread compiles the step
     (XLA compiles without holding the GIL), so the first call waits for the longer one, not the sum. Both land in
     the programs' own jit caches, where the calls that follow find them. Best effort: a failure here is left to the
-    calls that follow, which compile again and raise as they always do."""
+    calls that follow, which compile again and raise as they always do. (A check of small integer inputs,
+    ``host_eval.HostCheck``, does not come here: the first call checks with numpy, and its program compiles after
+    the step.)"""
 
     def checks():
         try:
@@ -827,7 +836,15 @@ def _check_program(closed_jaxpr):
         inputs = [i for i, u in enumerate(pruned[1]) if u]
         last = 0
     fn = jaxpr_as_fun(closed_jaxpr)
-    return jax.jit(lambda *flat: fn(*flat)[last]), inputs
+
+    def compiled():
+        return jax.jit(lambda *flat: fn(*flat)[last])
+
+    if pruned is not None:  # checks of a few small integer inputs: numpy until the program compiled (host_eval)
+        host = host_checker(closed_jaxpr, compiled)
+        if host is not None:
+            return host, inputs
+    return compiled(), inputs
 
 
 def _make_bwd(outs):
