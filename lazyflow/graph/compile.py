@@ -34,7 +34,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict, namedtuple
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -716,7 +716,7 @@ class CompiledFunction:
                 self._print_program(v.kernel, call_args)
             new, aux_out, rest_new, outs, summary = v.kernel(*call_args)
             if later is not None:  # the step has compiled: the check program's turn, in the background
-                v.check[0].compile_in_background(later)
+                cast(HostCheck, cast(tuple, v.check)[0]).compile_in_background(later)
             if v.check is not None:
                 summary = None  # read above
             del call_args
