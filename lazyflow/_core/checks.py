@@ -13,7 +13,8 @@ to that output and the arrays it reads, and that check program runs first, so a 
 has no check program and reads nothing back.
 
 The checks cost one device-to-host read per call of a program that indexes with traced tensors, and a donating
-step one small program besides. Switch them off
+step one small program besides (the step itself leaves the summary to it; checks of small integer inputs run as
+numpy on the first calls while that program compiles after the step: ``lazyflow.graph.host_eval``). Switch them off
 with ``lf.graph.set_index_checks(False)`` or ``LAZYFLOW_GRAPH_INDEX_CHECKS=0``; out-of-range indices are then
 clamped (gathers) or dropped (scatters) by XLA, as in ``jax.numpy``.
 """
