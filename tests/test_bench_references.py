@@ -4,9 +4,15 @@ Graph/jax.jit ratio in BENCHMARKS.md compares lazyflow with the same model (not 
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # benchmarks/ is a top-level package of the repository, not of the installed wheel
 
 from benchmarks import jax_models
 from benchmarks.models import build
